@@ -1,0 +1,41 @@
+# The two commands of the README: `make run` and `make test`. Everything else is reachable from them.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := kcat
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test unit lint bench system-deps clean
+
+$(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+run: $(BIN)/.installed
+	$(BIN)/minikafka serve --config config/embedded.properties
+
+# Debian packages the tests use (kcat as a client; more come with the cluster tests).
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+
+test: $(BIN)/.installed system-deps lint
+	$(BIN)/pytest -q -p no:cacheprovider tests
+
+unit: $(BIN)/.installed
+	$(BIN)/pytest -q tests/unit
+
+bench: $(BIN)/.installed
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) data

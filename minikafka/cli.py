@@ -1,0 +1,62 @@
+"""The ``minikafka`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from minikafka.config import BrokerConfig, ConfigError
+
+log = logging.getLogger("minikafka")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="minikafka", description="A small Kafka-compatible broker built for JBOD")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run a broker")
+    serve.add_argument("--config", help="server.properties file")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a configuration value (repeatable)")
+    serve.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        return serve_command(args.config, args.override)
+    return 2
+
+
+def serve_command(config_path: str | None, overrides: list[str]) -> int:
+    try:
+        config = BrokerConfig.load(config_path, overrides)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    import uvloop
+
+    return uvloop.run(_serve(config))
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from minikafka.server.broker import Broker, BrokerStartupError
+
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        broker = Broker(config)
+        await broker.start()
+    except BrokerStartupError as exc:
+        log.error("broker cannot start: %s", exc)
+        return 1
+    await stopping.wait()
+    await broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

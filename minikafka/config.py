@@ -1,0 +1,250 @@
+"""Broker configuration: server.properties with Apache Kafka's key names.
+
+Every key is declared once in ``DEFINITIONS`` with its type and default. Values come from a
+properties file and then from ``--override key=value`` arguments; an unknown key is a warning, a
+value that does not parse is a ``ConfigError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError("expected true or false")
+
+
+def _parse_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _parse_str(text: str) -> str:
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    check: Callable[[Any], bool] | None = None
+    check_doc: str = ""
+
+
+_WEEK_MS = 7 * 24 * 3600 * 1000
+
+DEFINITIONS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("broker.id", _parse_int, 1, "id of this broker", lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("listeners", _parse_list, ["PLAINTEXT://127.0.0.1:9092"], "addresses the broker listens on"),
+        ConfigDef("advertised.listeners", _parse_list, [], "addresses given to clients (default: listeners)"),
+        ConfigDef("log.dirs", _parse_list, ["./data/d1", "./data/d2"], "the log directories (disks)",
+                  lambda v: len(v) > 0, "needs at least one directory"),
+        ConfigDef("zookeeper.connect", _parse_str, "", "ZooKeeper connection string (cluster mode)"),
+        ConfigDef("num.partitions", _parse_int, 1, "partitions of an auto-created topic", lambda v: v >= 1,
+                  "must be >= 1"),
+        ConfigDef("default.replication.factor", _parse_int, 1, "replicas of an auto-created topic",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("min.insync.replicas", _parse_int, 1, "replicas that must acknowledge acks=all",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("auto.create.topics.enable", _parse_bool, True, "create unknown topics on use"),
+        ConfigDef("log.segment.bytes", _parse_int, 1 << 30, "size of a segment file before it rolls",
+                  lambda v: v >= 14, "must be >= 14"),
+        ConfigDef("log.roll.ms", _parse_int, _WEEK_MS, "age of a segment before it rolls", lambda v: v >= 1,
+                  "must be >= 1"),
+        ConfigDef("log.retention.ms", _parse_int, _WEEK_MS, "age after which segments are deleted (-1: never)",
+                  lambda v: v >= -1, "must be >= -1"),
+        ConfigDef("log.retention.bytes", _parse_int, -1, "partition size above which old segments go",
+                  lambda v: v >= -1, "must be >= -1"),
+        ConfigDef("log.retention.check.interval.ms", _parse_int, 300_000, "how often retention runs",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("log.index.interval.bytes", _parse_int, 4096, "bytes between offset index entries",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("log.message.timestamp.type", _parse_str, "CreateTime", "CreateTime or LogAppendTime",
+                  lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime"),
+        ConfigDef("log.flush.offset.checkpoint.interval.ms", _parse_int, 60_000,
+                  "how often offset checkpoints are written", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("message.max.bytes", _parse_int, 1048588, "largest record batch accepted",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("socket.request.max.bytes", _parse_int, 104857600, "largest request frame accepted",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("fetch.max.bytes", _parse_int, 57671680, "largest fetch response", lambda v: v >= 0,
+                  "must be >= 0"),
+        ConfigDef("queued.max.requests", _parse_int, 500, "requests in flight per connection",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("metrics.port", _parse_int, 9404, "port of the Prometheus /metrics endpoint (-1: off)",
+                  lambda v: -1 <= v <= 65535, "must be a port number or -1"),
+        ConfigDef("metrics.host", _parse_str, "127.0.0.1", "address of the /metrics endpoint"),
+        ConfigDef("cluster.id", _parse_str, "", "cluster id (embedded mode generates one)"),
+    ]
+}
+
+ALIASES = {"node.id": "broker.id", "log.dir": "log.dirs"}
+
+
+def read_properties(text: str, source: str = "<string>") -> dict[str, str]:
+    """Parse Java-properties text (``key=value`` or ``key: value``, ``#``/``!`` comments,
+    backslash continuations)."""
+    values: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            values[line] = ""
+            continue
+        values[match.group(1)] = match.group(2)
+    if pending:
+        values.setdefault(pending, "")
+    log.debug("read %d properties from %s", len(values), source)
+    return values
+
+
+class BrokerConfig:
+    """Parsed, validated broker settings. Read-only once built (dynamic configs come later)."""
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        self.raw = dict(raw)
+        self.explicit: set[str] = set()  # canonical names given in the file or on the command line
+        self.values: dict[str, Any] = {name: d.default for name, d in DEFINITIONS.items()}
+        for key, text in raw.items():
+            name = ALIASES.get(key, key)
+            definition = DEFINITIONS.get(name)
+            if definition is None:
+                log.warning("unknown configuration key %r ignored", key)
+                continue
+            try:
+                value = definition.parse(text)
+            except ValueError as exc:
+                raise ConfigError(f"invalid value {text!r} for configuration {key!r}: {exc}") from None
+            if definition.check is not None and not definition.check(value):
+                raise ConfigError(
+                    f"invalid value {text!r} for configuration {key!r}: {definition.check_doc}"
+                )
+            self.values[name] = value
+            self.explicit.add(name)
+        self._check_listeners()
+
+    def _check_listeners(self) -> None:
+        for key in ("listeners", "advertised.listeners"):
+            for listener in self.values[key]:
+                try:
+                    parse_listener(listener)
+                except ValueError as exc:
+                    raise ConfigError(f"invalid value {listener!r} for configuration {key!r}: {exc}") from None
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        raw: dict[str, str] = {}
+        if path is not None:
+            try:
+                text = Path(path).read_text()
+            except OSError as exc:
+                raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
+            raw.update(read_properties(text, str(path)))
+        for override in overrides:
+            key, sep, value = override.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"override {override!r} is not of the form key=value")
+            raw[key.strip()] = value.strip()
+        return cls(raw)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return list(self.values["log.dirs"])
+
+    @property
+    def embedded(self) -> bool:
+        return not self.values["zookeeper.connect"]
+
+    def listener(self) -> tuple[str, int]:
+        return parse_listener(self.values["listeners"][0])
+
+    def advertised_listener(self, bound_port: int | None = None) -> tuple[str, int]:
+        listeners = self.values["advertised.listeners"] or self.values["listeners"]
+        host, port = parse_listener(listeners[0])
+        if port == 0 and bound_port is not None:
+            port = bound_port
+        return host or "127.0.0.1", port
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` (or ``NAME://host:port``) -> (host, port)."""
+    match = re.fullmatch(r"(?:[A-Za-z_][A-Za-z0-9_]*://)?\[?([^\]/]*?)\]?:(\d+)", listener.strip())
+    if match is None:
+        raise ValueError("expected NAME://host:port")
+    port = int(match.group(2))
+    if port > 65535:
+        raise ValueError("port out of range")
+    return match.group(1), port
+
+
+class ConfigSource:
+    """Where a config value comes from, as DescribeConfigs reports it (Kafka's numbering)."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType:
+    """Value types reported by DescribeConfigs v3+ (Kafka's numbering)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    LIST = 7
+
+
+def config_type_of(definition: ConfigDef) -> int:
+    if definition.parse is _parse_bool:
+        return ConfigType.BOOLEAN
+    if definition.parse is _parse_list:
+        return ConfigType.LIST
+    if definition.parse is _parse_int:
+        return ConfigType.LONG
+    return ConfigType.STRING
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)

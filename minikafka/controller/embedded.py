@@ -1,0 +1,140 @@
+"""The in-process controller of the embedded mode (one broker that is its own controller).
+
+It owns the cluster metadata (through a MetadataStore), creates topics, allocates producer ids
+and tells the ReplicaManager which partitions to lead. Handlers call it; it is touched only from
+the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+from minikafka.config import BrokerConfig
+from minikafka.controller.metadata_store import MetadataStore, PartitionState, TopicState
+from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.topic_config import InvalidTopicConfig, log_config_for, validate_topic_configs
+
+log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclass
+class CreateTopicResult:
+    name: str
+    error: ErrorCode
+    message: str | None = None
+    topic: TopicState | None = None
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why Kafka would refuse this topic name, or None."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        return f"Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+class EmbeddedController:
+    """Creates topics and leads every partition on the one broker of the embedded mode."""
+
+    def __init__(self, config: BrokerConfig, store: MetadataStore, replica_manager: ReplicaManager) -> None:
+        self.config = config
+        self.store = store
+        self.replica_manager = replica_manager
+        self.broker_id = config.broker_id
+        self._producer_ids: range = range(0)
+        self._next_producer_index = 0
+
+    @property
+    def cluster_id(self) -> str:
+        return self.store.cluster_id
+
+    def topics(self) -> dict[str, TopicState]:
+        return self.store.topics()
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        for topic in self.store.topics().values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+    def startup(self) -> None:
+        """Load the metadata and lead every partition it lists."""
+        self.store.load()
+        for topic in self.store.topics().values():
+            self._lead(topic)
+
+    def _lead(self, topic: TopicState) -> None:
+        config = log_config_for(topic.configs, self.config)
+        for index, state in sorted(topic.partitions.items()):
+            if state.leader == self.broker_id:
+                self.replica_manager.become_leader(topic.name, index, topic.topic_id, state.leader_epoch, config)
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str | None], validate_only: bool = False) -> CreateTopicResult:
+        reason = topic_name_error(name)
+        if reason is not None:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        topics = self.store.topics()
+        if name in topics:
+            return CreateTopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        for existing in topics:
+            if _collision_key(existing) == _collision_key(name):
+                return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                         f"Topic '{name}' collides with existing topic: {existing}")
+        if num_partitions == -1:
+            num_partitions = self.config["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if num_partitions <= 0:
+            return CreateTopicResult(name, ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor != 1:
+            return CreateTopicResult(
+                name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {replication_factor} larger than available brokers: 1.")
+        try:
+            validated = validate_topic_configs(configs)
+        except InvalidTopicConfig as exc:
+            return CreateTopicResult(name, ErrorCode.INVALID_CONFIG, str(exc))
+        topic = TopicState(
+            name=name,
+            topic_id=uuid.uuid4(),
+            configs=validated,
+            partitions={
+                p: PartitionState(leader=self.broker_id, leader_epoch=0, replicas=[self.broker_id], isr=[self.broker_id])
+                for p in range(num_partitions)
+            },
+        )
+        if validate_only:
+            return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
+        self.store.put_topic(topic)
+        self._lead(topic)
+        log.info("created topic %s with %d partition(s) (id %s)", name, num_partitions, topic.topic_id)
+        return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
+
+    def auto_create_topic(self, name: str) -> CreateTopicResult:
+        return self.create_topic(name, self.config["num.partitions"], self.config["default.replication.factor"], {})
+
+    def next_producer_id(self) -> int:
+        if self._next_producer_index >= len(self._producer_ids):
+            self._producer_ids = self.store.allocate_producer_id_block()
+            self._next_producer_index = 0
+        producer_id = self._producer_ids[self._next_producer_index]
+        self._next_producer_index += 1
+        return producer_id

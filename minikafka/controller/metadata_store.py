@@ -1,0 +1,195 @@
+"""Cluster metadata: topics, their partitions and configs, and producer-id blocks.
+
+``MetadataStore`` is the one interface the controller keeps its state behind. The embedded mode
+uses ``LocalMetadataStore``: a JSON document written atomically to every healthy log dir, so the
+metadata survives the loss of any one dir; on start the newest readable copy wins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from minikafka.storage.dir_io import guard
+from minikafka.storage.errors import KafkaStorageError
+from minikafka.storage.failure_channel import LogDirFailureChannel
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "minikafka-metadata.json"
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+@dataclass
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "configs": self.configs,
+            "partitions": {
+                str(p): {"leader": s.leader, "leader_epoch": s.leader_epoch, "replicas": s.replicas, "isr": s.isr}
+                for p, s in sorted(self.partitions.items())
+            },
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TopicState:
+        return cls(
+            name=doc["name"],
+            topic_id=uuid.UUID(doc["topic_id"]),
+            configs=dict(doc.get("configs", {})),
+            partitions={int(p): PartitionState(**s) for p, s in doc["partitions"].items()},
+        )
+
+
+class MetadataStore(ABC):
+    """Where the controller's state lives. Only the controller calls it."""
+
+    @abstractmethod
+    def load(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def cluster_id(self) -> str: ...
+
+    @abstractmethod
+    def topics(self) -> dict[str, TopicState]: ...
+
+    @abstractmethod
+    def put_topic(self, topic: TopicState) -> None: ...
+
+    @abstractmethod
+    def delete_topic(self, name: str) -> None: ...
+
+    @abstractmethod
+    def allocate_producer_id_block(self) -> range: ...
+
+
+class LocalMetadataStore(MetadataStore):
+    """Embedded-mode metadata: one JSON document, a copy in every healthy log dir.
+
+    Each write bumps a version number and replaces the file in every dir with temp + fsync +
+    rename; a dir that fails the write is reported to the failure channel and skipped. ``load``
+    reads every copy and keeps the one with the highest version.
+    """
+
+    def __init__(self, log_dirs: list[str], failure_channel: LogDirFailureChannel, cluster_id: str = "") -> None:
+        self._log_dirs = log_dirs
+        self._failure_channel = failure_channel
+        self._version = 0
+        self._cluster_id = cluster_id
+        self._topics: dict[str, TopicState] = {}
+        self._next_producer_id = 0
+
+    def load(self) -> None:
+        newest: dict[str, Any] | None = None
+        for log_dir in self._live_dirs():
+            path = os.path.join(log_dir, METADATA_FILE)
+            try:
+                with guard(log_dir, self._failure_channel):
+                    if not os.path.exists(path):
+                        continue
+                    with open(path, encoding="utf-8") as f:
+                        text = f.read()
+                doc = json.loads(text)
+            except KafkaStorageError:
+                continue
+            except ValueError:
+                log.warning("metadata copy %s is unreadable (torn write?); using the other copies", path)
+                continue
+            if newest is None or doc["version"] > newest["version"]:
+                newest = doc
+        if newest is not None:
+            self._version = newest["version"]
+            self._cluster_id = self._cluster_id or newest["cluster_id"]
+            self._topics = {t["name"]: TopicState.from_json(t) for t in newest["topics"]}
+            self._next_producer_id = newest["next_producer_id"]
+        if not self._cluster_id:
+            self._cluster_id = _new_cluster_id()
+        # Every healthy dir gets the newest copy, including a dir that was just replaced.
+        self._write()
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def topics(self) -> dict[str, TopicState]:
+        return self._topics
+
+    def put_topic(self, topic: TopicState) -> None:
+        self._topics[topic.name] = topic
+        self._write()
+
+    def delete_topic(self, name: str) -> None:
+        self._topics.pop(name, None)
+        self._write()
+
+    def allocate_producer_id_block(self) -> range:
+        start = self._next_producer_id
+        self._next_producer_id += PRODUCER_ID_BLOCK_SIZE
+        self._write()
+        return range(start, start + PRODUCER_ID_BLOCK_SIZE)
+
+    def _live_dirs(self) -> list[str]:
+        return [d for d in self._log_dirs if not self._failure_channel.is_offline(d)]
+
+    def _write(self) -> None:
+        self._version += 1
+        text = json.dumps(
+            {
+                "version": self._version,
+                "cluster_id": self._cluster_id,
+                "next_producer_id": self._next_producer_id,
+                "topics": [t.to_json() for t in self._topics.values()],
+            },
+            indent=1,
+        )
+        written = 0
+        for log_dir in self._live_dirs():
+            try:
+                with guard(log_dir, self._failure_channel):
+                    _atomic_write(os.path.join(log_dir, METADATA_FILE), text)
+                written += 1
+            except KafkaStorageError as exc:
+                log.error("could not write cluster metadata to %s: %s", log_dir, exc)
+        if written == 0:
+            raise KafkaStorageError(",".join(self._log_dirs), None, OSError("no log dir could store metadata"))
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _new_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

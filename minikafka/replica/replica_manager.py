@@ -1,0 +1,293 @@
+"""Partitions hosted by this broker: produce into them, fetch from them, wait for new data.
+
+The ReplicaManager owns the ``Partition`` objects; the handlers of the server call it, and the
+controller tells it which partitions to lead. Everything runs on the broker's event loop thread,
+so no lock is needed; a Log is only touched through its Partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode
+from protocol.records import CorruptRecordError, UnsupportedMagic
+from minikafka.storage.errors import (
+    InvalidProducerEpochError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+)
+from minikafka.storage.log import FileSlice, Log, LogConfig
+from minikafka.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Partition:
+    """One partition replica on this broker: its log, leader epoch and high watermark.
+
+    With one replica (the embedded mode) the leader is the whole ISR, so the high watermark
+    follows the log end offset after every append.
+    """
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int, log_: Log) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.leader_epoch = leader_epoch
+        self.log = log_
+        self.log.high_watermark = self.log.log_end_offset
+
+    def append(self, records: bytes, now: int) -> tuple[int, int, int, int]:
+        """Append as leader; returns (base_offset, log_append_time, log_start_offset, last_offset)."""
+        result = self.log.append_as_leader(records, self.leader_epoch, now)
+        self.log.high_watermark = self.log.log_end_offset
+        return result.base_offset, result.log_append_time_ms, result.log_start_offset, result.last_offset
+
+    def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.FENCED_LEADER_EPOCH
+
+
+@dataclass
+class ProduceResult:
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass
+class FetchRequestPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+@dataclass
+class FetchResultPartition:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: FileSlice | None = None
+
+    @property
+    def size(self) -> int:
+        return self.records.size if self.records is not None else 0
+
+
+@dataclass
+class ListOffsetResult:
+    error: ErrorCode = ErrorCode.NONE
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass
+class _Waiters:
+    futures: set[asyncio.Future[None]] = field(default_factory=set)
+
+
+class ReplicaManager:
+    """Owns the partitions this broker hosts and the long-poll waits on them."""
+
+    def __init__(self, broker_id: int, log_manager: LogManager) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+
+    # --- leadership -------------------------------------------------------------------------
+    def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
+                      config: LogConfig) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            log_ = self.log_manager.get_or_create_log(topic, index, topic_id, config)
+            partition = Partition(topic, index, topic_id, leader_epoch, log_)
+            self.partitions[(topic, index)] = partition
+        else:
+            partition.log.update_config(config)
+        if leader_epoch > partition.leader_epoch or partition.log.end_offset_for_epoch(leader_epoch)[0] < 0:
+            partition.leader_epoch = leader_epoch
+            partition.log.assign_epoch(leader_epoch, partition.log.log_end_offset)
+        return partition
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        for (name, _), partition in self.partitions.items():
+            if name == topic:
+                partition.log.update_config(config)
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    # --- produce ----------------------------------------------------------------------------
+    def append(self, topic: str, index: int, records: bytes | None, now: int) -> ProduceResult:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not records:
+            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message="empty record set")
+        try:
+            base_offset, append_time, log_start, _ = partition.append(records, now)
+        except CorruptRecordError as exc:
+            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
+        except UnsupportedMagic as exc:
+            return ProduceResult(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, error_message=str(exc))
+        except OutOfOrderSequenceError as exc:
+            return ProduceResult(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, error_message=str(exc))
+        except InvalidProducerEpochError as exc:
+            return ProduceResult(ErrorCode.INVALID_PRODUCER_EPOCH, error_message=str(exc))
+        except RecordTooLargeError as exc:
+            return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc))
+        except KafkaStorageError as exc:
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
+        self._wake((topic, index))
+        return ProduceResult(ErrorCode.NONE, base_offset, append_time, log_start)
+
+    # --- fetch ------------------------------------------------------------------------------
+    async def fetch(self, requests: list[FetchRequestPartition], max_wait_ms: int, min_bytes: int,
+                    max_bytes: int) -> list[FetchResultPartition]:
+        """Read every requested partition; wait (up to max_wait_ms) until min_bytes are available.
+
+        The caller owns the FileSlices of the result and must close them.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        while True:
+            results = self._read(requests, max_bytes)
+            total = sum(r.size for r in results)
+            remaining = deadline - loop.time()
+            if (total >= min_bytes or remaining <= 0 or not requests
+                    or any(r.error != ErrorCode.NONE for r in results)):
+                return results
+            for r in results:
+                if r.records is not None:
+                    r.records.close()
+            await self._wait_for_data([(r.topic, r.partition) for r in requests], remaining)
+
+    def _read(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResultPartition]:
+        results: list[FetchResultPartition] = []
+        budget = max_bytes
+        for request in requests:
+            result = FetchResultPartition()
+            results.append(result)
+            partition = self.partitions.get((request.topic, request.partition))
+            if partition is None:
+                result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            result.error = partition.check_epoch(request.current_leader_epoch)
+            if result.error != ErrorCode.NONE:
+                continue
+            log_ = partition.log
+            result.high_watermark = log_.high_watermark
+            result.log_start_offset = log_.log_start_offset
+            if budget <= 0:
+                continue
+            try:
+                read = log_.read(request.fetch_offset, min(request.max_bytes, budget),
+                                 max_offset=log_.high_watermark, min_one_batch=budget == max_bytes)
+            except OffsetOutOfRangeError:
+                result.error = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            except KafkaStorageError:
+                result.error = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            result.records = read.records
+            budget -= result.size
+        return results
+
+    async def _wait_for_data(self, tps: Iterable[TopicPartition], timeout: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = list(tps)
+        for tp in keys:
+            self._waiters.setdefault(tp, set()).add(future)
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for tp in keys:
+                waiters = self._waiters.get(tp)
+                if waiters is not None:
+                    waiters.discard(future)
+                    if not waiters:
+                        del self._waiters[tp]
+
+    def _wake(self, tp: TopicPartition) -> None:
+        waiters = self._waiters.pop(tp, None)
+        if waiters:
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    # --- offsets ----------------------------------------------------------------------------
+    def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1) -> ListOffsetResult:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return ListOffsetResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        error = partition.check_epoch(current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return ListOffsetResult(error)
+        log_ = partition.log
+        try:
+            if timestamp == LATEST_TIMESTAMP:
+                return ListOffsetResult(offset=log_.high_watermark, leader_epoch=partition.leader_epoch)
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                return ListOffsetResult(offset=log_.log_start_offset, leader_epoch=self._epoch_at(log_, log_.log_start_offset))
+            if timestamp == LATEST_TIERED_TIMESTAMP:
+                return ListOffsetResult(offset=-1)
+            if timestamp == MAX_TIMESTAMP:
+                found = log_.max_timestamp_offset()
+            elif timestamp < 0:
+                return ListOffsetResult(ErrorCode.INVALID_REQUEST)
+            else:
+                found = log_.offset_for_timestamp(timestamp)
+        except KafkaStorageError:
+            return ListOffsetResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        if found is None or found[0] >= log_.high_watermark:
+            return ListOffsetResult(timestamp=-1, offset=-1)
+        offset, found_ts = found
+        return ListOffsetResult(timestamp=found_ts, offset=offset, leader_epoch=self._epoch_at(log_, offset))
+
+    @staticmethod
+    def _epoch_at(log_: Log, offset: int) -> int:
+        return log_.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, topic: str, index: int, epoch: int,
+                             current_leader_epoch: int = -1) -> tuple[ErrorCode, int, int]:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        error = partition.check_epoch(current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return error, -1, -1
+        try:
+            found_epoch, end_offset = partition.log.end_offset_for_epoch(epoch)
+        except KafkaStorageError:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+        return ErrorCode.NONE, found_epoch, end_offset

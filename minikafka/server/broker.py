@@ -1,0 +1,153 @@
+"""The broker process: wires storage, replicas, controller and listener together.
+
+``Broker`` owns the lifecycle: start (log dirs, metadata, partitions, listener, metrics,
+background tasks) and a clean stop (flush, checkpoints, clean-shutdown marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from typing import Any
+
+import prometheus_client
+
+from protocol import Request
+from minikafka.config import BrokerConfig
+from minikafka.controller.embedded import EmbeddedController
+from minikafka.controller.metadata_store import LocalMetadataStore
+from minikafka.replica.replica_manager import ReplicaManager, now_ms
+from minikafka.server.connection import Connection
+from minikafka.server.context import BrokerContext
+from minikafka.server.handlers import HANDLERS
+from minikafka.storage.dir_io import guard
+from minikafka.storage.errors import KafkaStorageError
+from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.log_manager import LogManager
+from minikafka.topic_config import log_config_for
+
+log = logging.getLogger(__name__)
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start; the message says why in words an operator understands."""
+
+
+class Broker:
+    """One broker process. Runs on one asyncio event loop; nothing here is thread-safe."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        if not config.embedded:
+            raise BrokerStartupError("cluster mode (zookeeper.connect) is not available yet; remove zookeeper.connect")
+        self.config = config
+        self.failure_channel = LogDirFailureChannel()
+        self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
+        self._server_socket: socket.socket | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._background: list[asyncio.Task[None]] = []
+        self._metrics_server: Any = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self._create_dirs()
+        self.store = LocalMetadataStore(self.log_dirs, self.failure_channel, self.config["cluster.id"])
+        self.store.load()
+        self.log_manager = LogManager(self.log_dirs, self.config.broker_id, self.store.cluster_id,
+                                      log_config_for({}, self.config), self.failure_channel)
+        self.log_manager.startup()
+        self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
+        self.controller = EmbeddedController(self.config, self.store, self.replica_manager)
+        self.controller.startup()
+        self._listen()
+        host, port = self.config.advertised_listener(self.port)
+        self.context = BrokerContext(self.config, self.controller, self.replica_manager, self.log_manager,
+                                     host, port, frozenset(HANDLERS))
+        self._start_metrics()
+        loop = asyncio.get_running_loop()
+        self._background = [
+            loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
+                                         self.log_manager.checkpoint)),
+            loop.create_task(self._every(self.config["log.retention.check.interval.ms"],
+                                         lambda: self.log_manager.run_retention(now_ms()))),
+            loop.create_task(self._accept_loop()),
+        ]
+        log.info("minikafka broker %d (cluster %s) serving on %s:%d with log dirs %s",
+                 self.config.broker_id, self.store.cluster_id, host, self.port, ", ".join(self.log_dirs))
+
+    def _create_dirs(self) -> None:
+        usable = []
+        for log_dir in self.log_dirs:
+            try:
+                with guard(log_dir, self.failure_channel):
+                    os.makedirs(log_dir, exist_ok=True)
+                usable.append(log_dir)
+            except KafkaStorageError as exc:
+                log.error("log dir %s cannot be used: %s", log_dir, exc)
+        if not usable:
+            raise BrokerStartupError("no usable log dir: " + ", ".join(self.log_dirs))
+
+    def _listen(self) -> None:
+        host, port = self.config.listener()
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            sock.close()
+            raise BrokerStartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        sock.listen(1024)
+        sock.setblocking(False)
+        self._server_socket = sock
+        self.port = sock.getsockname()[1]
+
+    def _start_metrics(self) -> None:
+        port = self.config["metrics.port"]
+        if port < 0:
+            return
+        try:
+            self._metrics_server, _ = prometheus_client.start_http_server(port, addr=self.config["metrics.host"])
+        except OSError as exc:
+            raise BrokerStartupError(f"cannot serve metrics on port {port}: {exc.strerror}") from None
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._server_socket is not None
+        while True:
+            client, address = await loop.sock_accept(self._server_socket)
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection = Connection(client, f"{address[0]}:{address[1]}", self._dispatch,
+                                    self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
+            task = loop.create_task(connection.serve())
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    def _dispatch(self, request: Request) -> Any:
+        handler = HANDLERS.get(request.api_key)
+        if handler is None:
+            raise ValueError(f"no handler for api key {request.api_key}")
+        return handler(request, self.context)
+
+    async def _every(self, interval_ms: int, action: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except KafkaStorageError as exc:
+                log.error("background task failed on a log dir: %s", exc)
+
+    async def stop(self) -> None:
+        log.info("broker %d shutting down", self.config.broker_id)
+        for task in self._background:
+            task.cancel()
+        if self._server_socket is not None:
+            self._server_socket.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
+        self.log_manager.shutdown()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+        log.info("broker %d stopped cleanly", self.config.broker_id)

@@ -1,0 +1,188 @@
+"""One client connection: frames in, handler calls, responses out in request order.
+
+A connection owns its socket. The reader task splits the byte stream into frames and starts a
+handler task per request right away (so appends happen in request order); the writer task sends
+the responses in the order the requests came, record data straight from segment files with
+os.sendfile. A broken frame closes this connection only; pending work is failed with that cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from protocol import (
+    MalformedRequest,
+    ProtocolError,
+    Request,
+    UnknownApi,
+    UnsupportedVersion,
+    encode_api_versions_fallback,
+    encode_response,
+    parse_request,
+)
+from protocol.framing import FrameDecoder
+from minikafka.server import metrics
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+RECV_SIZE = 256 * 1024
+Handler = Callable[[Request], Awaitable[Any]]
+ResponseParts = Sequence[Any]
+
+
+class ConnectionClosed(Exception):
+    """The connection was closed; carries the reason for pending work."""
+
+
+class Connection:
+    """Serves the requests of one client socket. Touched only by its own two tasks."""
+
+    def __init__(self, sock: socket.socket, peer: str, dispatch: Callable[[Request], Awaitable[Any] | None],
+                 max_frame_size: int, max_in_flight: int) -> None:
+        self.sock = sock
+        self.peer = peer
+        self._dispatch = dispatch
+        self._decoder = FrameDecoder(max_frame_size)
+        self._pending: asyncio.Queue[asyncio.Future[ResponseParts] | None] = asyncio.Queue(max_in_flight)
+        self.close_reason: str | None = None
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        writer = loop.create_task(self._write_loop())
+        try:
+            await self._read_loop()
+        except (ConnectionError, OSError) as exc:
+            self.close_reason = self.close_reason or f"connection error: {exc}"
+        except ProtocolError as exc:
+            self.close_reason = f"bad frame: {exc}"
+            log.warning("closing connection from %s: %s", self.peer, self.close_reason)
+        finally:
+            self.close_reason = self.close_reason or "closed by client"
+            await self._pending.put(None)
+            try:
+                await writer
+            except (ConnectionError, OSError):
+                pass
+            self._close_socket()
+
+    async def _read_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            data = await loop.sock_recv(self.sock, RECV_SIZE)
+            if not data:
+                return
+            for payload in self._decoder.feed(data):
+                await self._pending.put(self._start(payload))
+
+    def _start(self, payload: bytes) -> asyncio.Future[ResponseParts]:
+        """Parse one frame and start its handler; the future yields the framed response parts."""
+        loop = asyncio.get_running_loop()
+        try:
+            request = parse_request(payload)
+        except UnsupportedVersion as exc:
+            header = exc.header
+            if header.api_key == API_VERSIONS_KEY:
+                return _done(loop, [encode_api_versions_fallback(header.correlation_id)])
+            raise ProtocolError(f"unsupported version {header.api_version} of api {header.api_key}") from exc
+        except (UnknownApi, MalformedRequest):
+            raise
+        return loop.create_task(self._handle(request))
+
+    async def _handle(self, request: Request) -> ResponseParts:
+        started = time.perf_counter()
+        name = metrics.api_name(request.api_key)
+        result = self._dispatch(request)
+        body = await result if result is not None else None
+        metrics.REQUESTS.labels(name).inc()
+        metrics.REQUEST_VERSIONS.labels(name, str(request.api_version)).inc()
+        metrics.LATENCY.labels(name).observe(time.perf_counter() - started)
+        if body is None:  # produce with acks=0 sends no response
+            return []
+        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            future = await self._pending.get()
+            if future is None:
+                return
+            try:
+                parts = await future
+            except Exception as exc:  # a handler bug must not reach the wire
+                log.exception("request from %s failed; closing the connection", self.peer)
+                self.close_reason = f"handler error: {exc!r}"
+                self._shutdown_socket()
+                self._drain_pending()
+                return
+            try:
+                await self._send(loop, parts)
+            finally:
+                for part in parts:
+                    if not isinstance(part, bytes | bytearray | memoryview):
+                        part.close()
+
+    def _drain_pending(self) -> None:
+        while not self._pending.empty():
+            future = self._pending.get_nowait()
+            if future is not None:
+                future.cancel()
+
+    async def _send(self, loop: asyncio.AbstractEventLoop, parts: ResponseParts) -> None:
+        buffered: list[bytes] = []
+        for part in parts:
+            if isinstance(part, bytes | bytearray | memoryview):
+                buffered.append(part)
+                continue
+            if buffered:
+                await loop.sock_sendall(self.sock, b"".join(buffered))
+                buffered = []
+            await self._sendfile(loop, part)
+        if buffered:
+            await loop.sock_sendall(self.sock, b"".join(buffered))
+
+    async def _sendfile(self, loop: asyncio.AbstractEventLoop, region: Any) -> None:
+        """Zero-copy: the kernel moves record bytes from the segment file to the socket."""
+        offset, remaining = region.position, region.size
+        out_fd = self.sock.fileno()
+        while remaining > 0:
+            try:
+                sent = os.sendfile(out_fd, region.fd, offset, remaining)
+            except BlockingIOError:
+                await _writable(loop, out_fd)
+                continue
+            if sent == 0:  # the file shrank under us (truncation); the client will re-fetch
+                raise ConnectionError("segment file ended before the fetched range")
+            offset += sent
+            remaining -= sent
+
+    def _shutdown_socket(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _close_socket(self) -> None:
+        self._shutdown_socket()
+        self.sock.close()
+
+
+def _done(loop: asyncio.AbstractEventLoop, parts: ResponseParts) -> asyncio.Future[ResponseParts]:
+    future: asyncio.Future[ResponseParts] = loop.create_future()
+    future.set_result(parts)
+    return future
+
+
+async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    future: asyncio.Future[None] = loop.create_future()
+    loop.add_writer(fd, lambda: future.done() or future.set_result(None))
+    try:
+        await future
+    finally:
+        loop.remove_writer(fd)

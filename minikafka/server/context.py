@@ -1,0 +1,25 @@
+"""What the request handlers depend on, passed to each of them explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from minikafka.config import BrokerConfig
+from minikafka.controller.embedded import EmbeddedController
+from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.storage.log_manager import LogManager
+
+
+@dataclass
+class BrokerContext:
+    config: BrokerConfig
+    controller: EmbeddedController
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    host: str
+    port: int
+    handled_apis: frozenset[int]
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id

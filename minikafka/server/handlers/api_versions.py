@@ -1,0 +1,23 @@
+"""ApiVersions: the versions of every API this broker speaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol import SUPPORTED_APIS, Request
+from protocol.errors import ErrorCode
+from minikafka.server.context import BrokerContext
+
+API_KEY = 18
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": [
+            {"api_key": spec.key, "min_version": spec.min_version, "max_version": spec.max_version}
+            for spec in sorted(SUPPORTED_APIS.values(), key=lambda s: s.key)
+            if spec.key in ctx.handled_apis
+        ],
+        "throttle_time_ms": 0,
+    }

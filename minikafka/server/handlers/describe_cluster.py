@@ -1,0 +1,28 @@
+"""DescribeCluster: the brokers, the controller and the cluster id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol import Request
+from protocol.errors import ErrorCode
+from minikafka.server.context import BrokerContext
+
+API_KEY = 60
+BROKERS_ENDPOINT = 1
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    if request.api_version >= 1 and request.body.endpoint_type != BROKERS_ENDPOINT:
+        return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                "error_message": "only the brokers endpoint type is served", "cluster_id": ctx.controller.cluster_id,
+                "endpoint_type": request.body.endpoint_type}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "endpoint_type": BROKERS_ENDPOINT,
+        "cluster_id": ctx.controller.cluster_id,
+        "controller_id": ctx.broker_id,
+        "brokers": [{"broker_id": ctx.broker_id, "host": ctx.host, "port": ctx.port, "rack": None, "is_fenced": False}],
+    }

@@ -1,0 +1,78 @@
+"""DescribeConfigs: topic and broker configuration values with their sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol import Request
+from protocol.errors import ErrorCode
+from minikafka.config import DEFINITIONS, ConfigSource, ConfigType, config_type_of, format_value
+from minikafka.server.context import BrokerContext
+from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
+
+API_KEY = 32
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+BROKER_LOGGER_RESOURCE = 8
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    include_synonyms = request.body.include_synonyms
+    results = []
+    for resource in request.body.resources:
+        keys = resource.configuration_keys
+        result: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
+                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                                  "configs": []}
+        if resource.resource_type == TOPIC_RESOURCE:
+            topic = ctx.controller.topics().get(resource.resource_name)
+            if topic is None:
+                result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              error_message=f"Topic {resource.resource_name} does not exist")
+            else:
+                result["configs"] = [_topic_entry(key, topic.configs, ctx, include_synonyms)
+                                     for key in TOPIC_CONFIGS if keys is None or key in keys]
+        elif resource.resource_type == BROKER_RESOURCE:
+            if resource.resource_name not in ("", str(ctx.broker_id)):
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message=f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
+                                            f"but received {resource.resource_name}")
+            else:
+                result["configs"] = [_broker_entry(name, ctx, include_synonyms)
+                                     for name in DEFINITIONS if keys is None or name in keys]
+        else:
+            result.update(error_code=ErrorCode.INVALID_REQUEST,
+                          error_message=f"Unsupported resource type {resource.resource_type}")
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
+    value, source = describe_topic_config(key, topic_configs, ctx.config)
+    definition = TOPIC_CONFIGS[key]
+    entry: dict[str, Any] = {"name": key, "value": value, "read_only": False, "config_source": source,
+                             "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
+                             "config_type": ConfigType.STRING if key in ("message.timestamp.type", "cleanup.policy")
+                             else ConfigType.LONG, "synonyms": []}
+    if synonyms:
+        if source == ConfigSource.DYNAMIC_TOPIC_CONFIG:
+            entry["synonyms"].append({"name": key, "value": value, "source": source})
+        if definition.broker_key is not None:
+            broker_value = format_value(ctx.config[definition.broker_key])
+            broker_source = (ConfigSource.STATIC_BROKER_CONFIG if definition.broker_key in ctx.config.explicit
+                             else ConfigSource.DEFAULT_CONFIG)
+            entry["synonyms"].append({"name": definition.broker_key, "value": broker_value, "source": broker_source})
+    return entry
+
+
+def _broker_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
+    definition = DEFINITIONS[name]
+    value = format_value(ctx.config[name])
+    source = ConfigSource.STATIC_BROKER_CONFIG if name in ctx.config.explicit else ConfigSource.DEFAULT_CONFIG
+    entry: dict[str, Any] = {"name": name, "value": value, "read_only": True, "config_source": source,
+                             "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
+                             "config_type": config_type_of(definition), "synonyms": [],
+                             "documentation": definition.doc}
+    if synonyms:
+        entry["synonyms"].append({"name": name, "value": value, "source": source})
+    return entry

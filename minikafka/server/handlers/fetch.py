@@ -1,0 +1,62 @@
+"""Fetch: record data of partitions, served from the segment files, with long polling.
+
+Fetch sessions (KIP-227) are declined by answering session id 0, so every request is a full
+fetch; clients handle that as Kafka specifies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol import Request
+from protocol.errors import ErrorCode
+from minikafka.replica.replica_manager import FetchRequestPartition
+from minikafka.server.context import BrokerContext
+
+API_KEY = 1
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    by_id = request.api_version >= 13
+    controller = ctx.controller
+    wanted: list[FetchRequestPartition] = []
+    layout: list[tuple[Any, str | None, list[tuple[int, int | None]]]] = []
+    for topic in body.topics:
+        if by_id:
+            state = controller.topic_by_id(topic.topic_id)
+            name = state.name if state is not None else None
+        else:
+            name = topic.topic
+        slots: list[tuple[int, int | None]] = []
+        for p in topic.partitions:
+            if name is None:
+                slots.append((p.partition, None))
+                continue
+            slots.append((p.partition, len(wanted)))
+            wanted.append(FetchRequestPartition(name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                                p.current_leader_epoch))
+        layout.append((topic, name, slots))
+    max_bytes = min(body.max_bytes, ctx.config["fetch.max.bytes"])
+    results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes)
+    responses = []
+    for topic, name, slots in layout:
+        partitions = []
+        for index, slot in slots:
+            if slot is None:
+                partitions.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                                   "high_watermark": -1, "records": b""})
+                continue
+            result = results[slot]
+            partitions.append({
+                "partition_index": index,
+                "error_code": result.error,
+                "high_watermark": result.high_watermark,
+                "last_stable_offset": result.high_watermark,
+                "log_start_offset": result.log_start_offset,
+                "aborted_transactions": None if result.error else [],
+                "preferred_read_replica": -1,
+                "records": result.records if result.records is not None else b"",
+            })
+        responses.append({"topic": name, "topic_id": topic.get("topic_id"), "partitions": partitions})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}

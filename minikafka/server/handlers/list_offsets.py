@@ -1,0 +1,23 @@
+"""ListOffsets: earliest, latest, max-timestamp or by-timestamp offsets of partitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol import Request
+from minikafka.server.context import BrokerContext
+
+API_KEY = 2
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = ctx.replica_manager.list_offset(topic.name, p.partition_index, p.timestamp, p.current_leader_epoch)
+            partitions.append({"partition_index": p.partition_index, "error_code": result.error,
+                               "timestamp": result.timestamp, "offset": result.offset,
+                               "leader_epoch": result.leader_epoch})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
