@@ -58,8 +58,11 @@ class CorruptRecordError(ValueError):
     """A record batch that cannot be stored: torn, inconsistent or failing its CRC."""
 
 
-class UnsupportedMagic(CorruptRecordError):
-    """A batch in the legacy message format (magic 0 or 1), which this broker does not store."""
+class UnsupportedMagic(ValueError):
+    """A batch in the legacy message format (magic 0 or 1), which this broker does not store.
+
+    Deliberately not a CorruptRecordError: the two map to different Kafka error codes.
+    """
 
     def __init__(self, magic: int, position: int) -> None:
         super().__init__(f"unsupported record batch magic {magic} at position {position}")
@@ -179,8 +182,8 @@ def validate_batch(buf: Buffer, pos: int, header: BatchHeader, exact_count: bool
 def validate_batches(buf: Buffer, exact_count: bool = True) -> list[tuple[int, BatchHeader]]:
     """Parse and check every batch of ``buf``, which must hold nothing but whole v2 batches.
 
-    Returns (position, header) for each batch.  Any defect raises CorruptRecordError (or its
-    subclass UnsupportedMagic) before the caller has stored anything.
+    Returns (position, header) for each batch.  Any defect raises CorruptRecordError, or
+    UnsupportedMagic for a legacy batch, before the caller has stored anything.
     """
     batches: list[tuple[int, BatchHeader]] = []
     pos = 0
