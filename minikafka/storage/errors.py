@@ -1,0 +1,73 @@
+"""Exceptions raised by the storage layer; handlers map each to a Kafka error code."""
+
+from __future__ import annotations
+
+from protocol.records import CorruptRecordError, UnsupportedMagic
+
+__all__ = [
+    "CorruptRecordError",
+    "InconsistentMetadataError",
+    "InconsistentTopicIdError",
+    "InvalidProducerEpochError",
+    "KafkaStorageError",
+    "LogDirLockedError",
+    "NoLiveLogDirError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "RecordTooLargeError",
+    "StorageError",
+    "UnsupportedMagic",
+]
+
+
+class StorageError(Exception):
+    """Base of the storage errors that are about a request, not about a failed disk."""
+
+
+class KafkaStorageError(Exception):
+    """An OS call on a log dir failed; the dir has been reported to the LogDirFailureChannel."""
+
+    def __init__(self, log_dir: str, partition: str | None, cause: BaseException | None) -> None:
+        where = f"log dir {log_dir}" + (f" (partition {partition})" if partition else "")
+        super().__init__(f"I/O error in {where}: {cause}" if cause is not None else f"{where} is offline")
+        self.log_dir = log_dir
+        self.partition = partition
+        self.cause = cause
+
+
+class OffsetOutOfRangeError(StorageError):
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is outside the log range [{log_start_offset}, {log_end_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class InvalidProducerEpochError(StorageError):
+    """A producer wrote with an epoch older than the one this partition has already seen."""
+
+
+class OutOfOrderSequenceError(StorageError):
+    """A producer's batch does not continue its sequence (a gap, or an old batch not cached)."""
+
+
+class RecordTooLargeError(StorageError):
+    """A batch exceeds max.message.bytes, or an append cannot fit in any segment."""
+
+
+class InconsistentTopicIdError(StorageError):
+    """The topic id given for a partition differs from the one stored in partition.metadata."""
+
+
+class InconsistentMetadataError(Exception):
+    """A log dir belongs to another cluster or broker (meta.properties disagrees); fatal at startup."""
+
+
+class LogDirLockedError(Exception):
+    """Another process holds the .lock of a log dir; fatal at startup."""
+
+
+class NoLiveLogDirError(Exception):
+    """Every configured log dir is offline (or none could be opened at startup)."""

@@ -1,0 +1,106 @@
+"""Leader-epoch cache of one partition, persisted as ``leader-epoch-checkpoint``."""
+
+from __future__ import annotations
+
+import os
+
+from minikafka.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    CorruptCheckpointError,
+    read_epoch_checkpoint,
+    write_epoch_checkpoint,
+)
+from minikafka.storage.dir_io import DirGuard
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    """Owns the (epoch, start offset) list of one partition and its checkpoint file.
+
+    Entries are increasing in both epoch and start offset.  Only its Log touches it; every
+    change is written through to the file before the call returns.
+    """
+
+    def __init__(self, dir_path: str, guard: DirGuard) -> None:
+        self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+        self.guard = guard
+        try:
+            self.entries: list[tuple[int, int]] = read_epoch_checkpoint(self.path, guard)
+        except CorruptCheckpointError:
+            # Losing the cache only costs followers a coarser truncation point.
+            self.entries = []
+
+    def set_dir(self, dir_path: str) -> None:
+        self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+
+    def _persist(self) -> None:
+        write_epoch_checkpoint(self.path, self.entries, self.guard)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.entries[-1][0] if self.entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``; a no-op unless it is news.
+
+        An entry that contradicts the new one (an epoch >= it, or a start offset >= it)
+        belongs to a divergent history and is dropped.
+        """
+        if epoch < 0:
+            return
+        if self.entries and self.entries[-1][0] == epoch and self.entries[-1][1] <= start_offset:
+            return
+        if self.entries and self.entries[-1][0] > epoch and self.entries[-1][1] <= start_offset:
+            # An older epoch never follows a newer one at a later offset; ignore stale stamps.
+            return
+        kept = [(e, o) for e, o in self.entries if e < epoch and o < start_offset]
+        kept.append((epoch, start_offset))
+        self.entries = kept
+        self._persist()
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch answer: (epoch, end offset) for ``requested_epoch``.
+
+        The end offset is the start offset of the first epoch above the requested one (the
+        log end offset if the requested epoch is the latest); the epoch returned is the
+        largest known epoch <= the requested one.  (-1, -1) if the epoch is unknown/too new.
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self.entries[-1][0] == requested_epoch:
+            return requested_epoch, log_end_offset
+        higher = next(((e, o) for e, o in self.entries if e > requested_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        floor = None
+        for e, o in self.entries:
+            if e <= requested_epoch:
+                floor = (e, o)
+        if floor is None:
+            return requested_epoch, higher[1]
+        return floor[0], higher[1]
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        epoch = None
+        for e, o in self.entries:
+            if o <= offset:
+                epoch = e
+        return epoch
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs starting at or after ``end_offset`` (the log was cut back to it)."""
+        kept = [(e, o) for e, o in self.entries if o < end_offset]
+        if len(kept) != len(self.entries):
+            self.entries = kept
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Forget epochs wholly before ``start_offset``; the one spanning it now starts there."""
+        before = [(e, o) for e, o in self.entries if o <= start_offset]
+        if not before or (len(before) == 1 and before[0][1] == start_offset):
+            return
+        epoch = before[-1][0]
+        self.entries = [(epoch, start_offset)] + [(e, o) for e, o in self.entries if o > start_offset]
+        self._persist()

@@ -1,0 +1,612 @@
+"""The log of one partition replica: its segments, offsets, epochs and producer state."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from minikafka.storage.checkpoints import (
+    PARTITION_METADATA,
+    CorruptCheckpointError,
+    fsync_dir,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.errors import (
+    CorruptRecordError,
+    InconsistentTopicIdError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from minikafka.storage.leader_epoch import LeaderEpochCache
+from minikafka.storage.producer_state import ProducerStateManager
+from minikafka.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileSlice,
+    Segment,
+)
+from protocol.records import (
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batches,
+)
+
+logger = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+# Leftovers of interrupted operations that a restart discards.
+_STALE_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".swap", ".cleaned")
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    message_timestamp_type: str = "CreateTime"
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588
+    file_delete_delay_ms: int = 60000
+
+    def __post_init__(self) -> None:
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(f"message.timestamp.type must be CreateTime or LogAppendTime, "
+                             f"not {self.message_timestamp_type!r}")
+        if not 0 < self.segment_bytes <= 2**31 - 1:
+            raise ValueError(f"segment.bytes must be in 1..{2**31 - 1}, not {self.segment_bytes}")
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+
+@dataclass(slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+    records_count: int = 0
+    size_bytes: int = 0
+
+
+@dataclass(slots=True)
+class ReadResult:
+    records: FileSlice | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a live partition dir name, None for anything else."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or "." in part:
+        return None
+    return topic, int(part)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """Owns one partition replica's directory: segments, log start/end offsets, high
+    watermark, recovery point, leader-epoch cache and producer state.
+
+    Only the broker's event-loop thread calls it (ReplicaManager for appends and reads,
+    LogManager for loading, retention, checkpoints and shutdown); it takes no locks.
+    """
+
+    def __init__(
+        self, log_dir: str, dir_path: str, topic: str, partition: int, topic_id: uuid.UUID,
+        config: LogConfig, guard: DirGuard,
+    ) -> None:
+        self.log_dir = log_dir
+        self.dir_path = dir_path
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.config = config
+        self.guard = guard
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self._leo = 0
+        self.leader_epochs = LeaderEpochCache(dir_path, guard)
+        self.producer_state = ProducerStateManager(dir_path, guard)
+        self._pending_deletes: list[tuple[int, Segment]] = []
+        self.closed = False
+
+    # ---- creation and loading ----------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, log_dir: str, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig,
+        guard: DirGuard,
+    ) -> Log:
+        """Make ``<log_dir>/<topic>-<partition>`` with partition.metadata and an empty segment."""
+        name = partition_dir_name(topic, partition)
+        dir_path = os.path.join(log_dir, name)
+        guard = guard.for_partition(name)
+        with guard:
+            os.makedirs(dir_path, exist_ok=True)
+        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard)
+        fsync_dir(log_dir, guard)
+        return cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id)
+
+    @classmethod
+    def load(
+        cls, log_dir: str, dir_path: str, config: LogConfig, guard: DirGuard, *, clean: bool,
+        recovery_point: int | None = None, log_start_offset: int | None = None,
+        high_watermark: int | None = None, topic_id: uuid.UUID | None = None,
+    ) -> Log:
+        """Open an existing partition dir; without ``clean``, recover from the recovery point."""
+        parsed = parse_partition_dir(os.path.basename(dir_path))
+        if parsed is None:
+            raise ValueError(f"{dir_path} is not a partition directory")
+        topic, partition = parsed
+        guard = guard.for_partition(os.path.basename(dir_path))
+        try:
+            stored_id = read_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), guard)
+        except CorruptCheckpointError:
+            stored_id = None
+        if topic_id is not None and stored_id not in (None, ZERO_UUID) and stored_id != topic_id:
+            raise InconsistentTopicIdError(
+                f"{dir_path} holds topic id {stored_id}, not {topic_id}"
+            )
+        log = cls(log_dir, dir_path, topic, partition, stored_id or topic_id or ZERO_UUID, config, guard)
+        if stored_id is None and topic_id is not None:
+            write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard)
+        log._load_segments(clean, recovery_point, log_start_offset, high_watermark)
+        return log
+
+    def _scan_dir(self) -> list[int]:
+        with self.guard:
+            names = os.listdir(self.dir_path)
+        bases: list[int] = []
+        stems_with_log = {name[: -len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
+        for name in names:
+            path = os.path.join(self.dir_path, name)
+            stem, ext = os.path.splitext(name)
+            if name.endswith(_STALE_SUFFIXES):
+                with self.guard:
+                    os.unlink(path)
+            elif ext == LOG_SUFFIX and stem.isdigit():
+                bases.append(int(stem))
+            elif ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem not in stems_with_log:
+                with self.guard:
+                    os.unlink(path)
+        return sorted(bases)
+
+    def _load_segments(
+        self, clean: bool, recovery_point: int | None, log_start_offset: int | None,
+        high_watermark: int | None,
+    ) -> None:
+        interval = self.config.index_interval_bytes
+        bases = self._scan_dir()
+        if not bases:
+            start = max(log_start_offset or 0, 0)
+            self.segments = [Segment.create(self.dir_path, start, self.guard, interval)]
+        else:
+            self.segments = [Segment.open(self.dir_path, base, self.guard, interval) for base in bases]
+        self._bases = [segment.base_offset for segment in self.segments]
+        if not clean:
+            self._recover_from(recovery_point or 0)
+        active = self.segments[-1]
+        self._leo = active.next_offset
+        self.log_start_offset = min(max(log_start_offset or 0, self.segments[0].base_offset), self._leo)
+        self.recovery_point = self._leo if clean else min(recovery_point or 0, self._leo)
+        hw = high_watermark if high_watermark is not None else self.log_start_offset
+        self.high_watermark = min(max(hw, self.log_start_offset), self._leo)
+        self.leader_epochs.truncate_from_end(self._leo)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state()
+
+    def _recover_from(self, recovery_point: int) -> None:
+        first = max(bisect_right(self._bases, recovery_point) - 1, 0)
+        for i in range(first, len(self.segments)):
+            segment = self.segments[i]
+            truncated = segment.recover()
+            if truncated:
+                logger.warning("%s: truncated %d bytes of torn or corrupt data from %s",
+                               self.name, truncated, segment.log_path)
+                for later in self.segments[i + 1 :]:
+                    logger.warning("%s: deleting %s, which follows corrupt data", self.name, later.log_path)
+                    later.delete()
+                del self.segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+        for segment in self.segments[first:-1]:
+            segment.on_become_inactive()
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, plus a replay of the batches after it."""
+        self.producer_state.delete_snapshots_above(self._leo)
+        snapshot = self.producer_state.load_latest_snapshot(self._leo)
+        start = max(snapshot if snapshot is not None else 0, self.segments[0].base_offset)
+        if start >= self._leo:
+            return
+        first = max(bisect_right(self._bases, start) - 1, 0)
+        for segment in self.segments[first:]:
+            for header in segment.iter_headers(start):
+                self.producer_state.record(header)
+
+    # ---- properties --------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign."""
+        return self._leo
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self.segments[-1]
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self.segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    # ---- appends -----------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate, assign offsets from the log end, stamp the epoch (and LogAppendTime), store.
+
+        Nothing is written if any batch is rejected.  A retry of one of a producer's last
+        five batches returns that batch's original offsets with ``duplicate`` set.
+        """
+        batches = validate_batches(records)
+        if not batches:
+            raise CorruptRecordError("produce request holds no record batches")
+        max_bytes = self.config.max_message_bytes
+        for _, header in batches:
+            if header.size > max_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {max_bytes} for {self.name}"
+                )
+        headers = [header for _, header in batches]
+        log_append_time = self.config.log_append_time
+        duplicate = self.producer_state.check(headers)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset,
+                duplicate.timestamp if log_append_time else -1, self.log_start_offset, duplicate=True,
+            )
+        buf = bytearray(records)
+        offset = first_offset = self._leo
+        count = 0
+        for pos, header in batches:
+            set_base_offset(buf, pos, offset)
+            header.base_offset = offset
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            header.partition_leader_epoch = leader_epoch
+            if log_append_time:
+                set_log_append_time(buf, pos, now_ms)
+                header.max_timestamp = now_ms
+                header.attributes |= TIMESTAMP_TYPE_MASK
+            offset = header.last_offset + 1
+            count += header.records_count
+        self.leader_epochs.assign(leader_epoch, first_offset)
+        self._append(buf, batches, now_ms)
+        return AppendResult(
+            first_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset,
+            records_count=count, size_bytes=len(buf),
+        )
+
+    def append_as_follower(self, records: bytes, now_ms: int | None = None) -> AppendResult:
+        """Store batches fetched from the leader as they are (offsets and epochs already set).
+
+        Their offsets must start at or after the log end and increase; compacted batches
+        (fewer records than offsets) are allowed.
+        """
+        batches = validate_batches(records, exact_count=False)
+        if not batches:
+            return AppendResult(self._leo, self._leo - 1, -1, self.log_start_offset)
+        expected = self._leo
+        for _, header in batches:
+            if header.base_offset < expected:
+                raise CorruptRecordError(
+                    f"{self.name}: replicated batch at offset {header.base_offset} is below {expected}"
+                )
+            expected = header.last_offset + 1
+        for _, header in batches:
+            self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
+        self._append(records, batches, now_ms if now_ms is not None else _now_ms())
+        first = batches[0][1].base_offset
+        return AppendResult(
+            first, expected - 1, -1, self.log_start_offset,
+            records_count=sum(h.records_count for _, h in batches), size_bytes=len(records),
+        )
+
+    def _append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        if len(data) > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {len(data)} bytes exceeds segment.bytes {self.config.segment_bytes} for {self.name}"
+            )
+        first_offset = batches[0][1].base_offset
+        last_offset = batches[-1][1].last_offset
+        active = self.segments[-1]
+        if self._should_roll(active, len(data), last_offset, now_ms):
+            active = self.roll(now_ms, first_offset)
+        active.append(data, batches, now_ms)
+        self._leo = last_offset + 1
+        for _, header in batches:
+            self.producer_state.record(header)
+
+    def _should_roll(self, active: Segment, incoming: int, last_offset: int, now_ms: int) -> bool:
+        if active.size == 0:
+            return False
+        if active.size + incoming > self.config.segment_bytes:
+            return True
+        if active.rolling_base_ms is not None and now_ms - active.rolling_base_ms > self.config.segment_ms:
+            return True
+        return not active.fits_offsets(last_offset)
+
+    def roll(self, now_ms: int | None = None, base_offset: int | None = None) -> Segment:
+        """Start a new active segment at the log end (fsyncing the old one); returns it."""
+        active = self.segments[-1]
+        base = self._leo if base_offset is None else base_offset
+        if active.size == 0 and active.base_offset == base:
+            return active
+        active.on_become_inactive()
+        self._flush_segments()
+        segment = Segment.create(self.dir_path, base, self.guard, self.config.index_interval_bytes)
+        self.segments.append(segment)
+        self._bases.append(base)
+        self.recovery_point = max(self.recovery_point, self._leo)
+        self.producer_state.take_snapshot(base)
+        fsync_dir(self.dir_path, self.guard)
+        return segment
+
+    # ---- reads -------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self._leo:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self._leo)
+
+    def _result(self, records: FileSlice | None) -> ReadResult:
+        return ReadResult(records, self.high_watermark, self.log_start_offset, self._leo)
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True,
+    ) -> ReadResult:
+        """A slice of whole batches from the one segment holding ``fetch_offset``.
+
+        Starts at the batch containing ``fetch_offset``; holds at most ``max_bytes`` (or
+        exactly one batch if that alone is larger and ``min_one_batch``); never reaches a
+        batch whose offsets reach ``max_offset`` (exclusive cap, normally the high
+        watermark).  ``records`` is None when there is nothing to return.
+        """
+        self._check_range(fetch_offset)
+        if fetch_offset == self._leo or (max_offset is not None and fetch_offset >= max_offset):
+            return self._result(None)
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        for segment in self.segments[i:]:
+            start = segment.find(fetch_offset)
+            if start is None:
+                continue
+            end = segment.size
+            if max_offset is not None:
+                cap = segment.find(max_offset)
+                if cap is not None:
+                    end = cap
+            if end <= start:
+                return self._result(None)
+            if end - start > max_bytes:
+                limit = segment.boundary_at_or_below(start + max(max_bytes, 0))
+                if limit <= start:
+                    if not min_one_batch:
+                        return self._result(None)
+                    limit = start + segment.header_at(start).size
+                end = limit
+            return self._result(segment.slice(start, end))
+        return self._result(None)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, batch max timestamp) of the first batch with a timestamp >= ``timestamp``.
+
+        Batch granularity: the offset is the batch's first (or the log start).  The caller
+        applies any high-watermark cap and handles the latest/earliest specials.
+        """
+        i = max(bisect_right(self._bases, self.log_start_offset) - 1, 0)
+        for segment in self.segments[i:]:
+            found = segment.find_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    # ---- leader epochs -----------------------------------------------------------------
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers; (-1, -1) if unknown."""
+        return self.leader_epochs.end_offset_for(epoch, self._leo)
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        self.leader_epochs.assign(epoch, start_offset)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epochs.latest_epoch
+
+    # ---- truncation ----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log back so that its end is ``offset`` (or the start of the batch holding it)."""
+        if offset >= self._leo:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        self.segments[-1].truncate_to(offset)
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``offset``."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [Segment.create(self.dir_path, offset, self.guard, self.config.index_interval_bytes)]
+        self._bases = [offset]
+        self.log_start_offset = offset
+        self.leader_epochs.truncate_from_end(-1)
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots_above(-1)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._leo = self.segments[-1].next_offset
+        self.high_watermark = min(self.high_watermark, self._leo)
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self.log_start_offset = min(self.log_start_offset, self._leo)
+        self.leader_epochs.truncate_from_end(self._leo)
+        self._rebuild_producer_state()
+
+    # ---- retention -----------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
+        """Move the log start offset up to ``offset`` (at most the high watermark) and delete
+        the segments wholly below it; returns the new log start offset."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        now = now_ms if now_ms is not None else _now_ms()
+        self._delete_leading_segments(self._count_below_start(), now)
+        self.leader_epochs.truncate_from_start(offset)
+        return self.log_start_offset
+
+    def _count_below_start(self) -> int:
+        count = 0
+        while count < len(self.segments) - 1 and self.segments[count + 1].base_offset <= self.log_start_offset:
+            count += 1
+        return count
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete the oldest segments breaching retention.ms or retention.bytes (never the
+        active one) and purge files whose deletion delay is over; returns segments deleted."""
+        candidates = self.segments[:-1]
+        by_time = 0
+        if self.config.retention_ms >= 0:
+            for segment in candidates:
+                if now_ms - segment.largest_timestamp <= self.config.retention_ms:
+                    break
+                by_time += 1
+        by_size = 0
+        if self.config.retention_bytes >= 0:
+            excess = self.size_bytes - self.config.retention_bytes
+            for segment in candidates:
+                if excess - segment.size < 0:
+                    break
+                excess -= segment.size
+                by_size += 1
+        count = max(by_time, by_size, self._count_below_start())
+        if count:
+            self._delete_leading_segments(count, now_ms)
+            if self.segments[0].base_offset > self.log_start_offset:
+                self.log_start_offset = self.segments[0].base_offset
+                self.high_watermark = max(self.high_watermark, self.log_start_offset)
+                self.recovery_point = max(self.recovery_point, self.log_start_offset)
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._purge_deleted(now_ms)
+        return count
+
+    def _delete_leading_segments(self, count: int, now_ms: int) -> None:
+        doomed = self.segments[:count]
+        del self.segments[:count]
+        del self._bases[:count]
+        for segment in doomed:
+            segment.on_become_inactive()
+            if self.config.file_delete_delay_ms <= 0:
+                segment.delete()
+            else:
+                segment.rename_for_delete()
+                self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+
+    def _purge_deleted(self, now_ms: int) -> None:
+        due = [segment for deadline, segment in self._pending_deletes if deadline <= now_ms]
+        if not due:
+            return
+        self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now_ms]
+        for segment in due:
+            segment.delete()
+
+    # ---- durability and lifecycle ----------------------------------------------------
+
+    def _flush_segments(self) -> None:
+        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+        for segment in self.segments[first:]:
+            segment.flush()
+
+    def flush(self) -> None:
+        """fsync everything written since the recovery point and move it to the log end."""
+        if self.recovery_point >= self._leo:
+            return
+        self._flush_segments()
+        self.recovery_point = self._leo
+
+    def take_producer_snapshot(self) -> None:
+        self.producer_state.take_snapshot(self._leo)
+
+    def close(self) -> None:
+        """Release every fd; pending segment deletions are done now.  Never raises."""
+        if self.closed:
+            return
+        self.closed = True
+        for _, segment in self._pending_deletes:
+            try:
+                segment.delete()
+            except KafkaStorageError:
+                segment.close()
+        self._pending_deletes = []
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> str:
+        """Close and rename the dir to ``<topic>-<partition>.<uuidhex>-delete``; returns the
+        new path.  The LogManager removes it later."""
+        self.close()
+        target = os.path.join(self.log_dir, f"{self.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        with self.guard:
+            os.rename(self.dir_path, target)
+        fsync_dir(self.log_dir, self.guard)
+        self.dir_path = target
+        return target
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir_path}, start={self.log_start_offset}, end={self._leo}, "
+                f"hw={self.high_watermark}, segments={len(self.segments)})")

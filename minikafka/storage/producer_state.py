@@ -1,0 +1,260 @@
+"""Idempotent-producer state of one partition and its ``<offset>.snapshot`` files.
+
+A snapshot uses Kafka's producer-snapshot layout, version 1 (all big-endian):
+version int16, crc uint32 (CRC32C of everything after it), then an int32-counted array of
+entries (producer_id int64, epoch int16, last_sequence int32, last_offset int64,
+offset_delta int32, timestamp int64, coordinator_epoch int32, current_txn_first_offset
+int64).  Kafka keeps one entry per producer; we write one entry per cached batch, oldest
+first, so Kafka (which keeps the last entry it reads for a producer id) still loads the
+newest batch while we get all five back.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from minikafka.storage.checkpoints import write_atomically
+from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from protocol.records import INT32_MAX, NO_SEQUENCE, BatchHeader
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+CACHED_BATCHES_PER_PRODUCER = 5
+NO_PRODUCER_EPOCH = -1
+
+_PREFIX = struct.Struct(">hI")
+_COUNT = struct.Struct(">i")
+_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class CorruptSnapshotError(ValueError):
+    pass
+
+
+@dataclass(slots=True, frozen=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES_PER_PRODUCER))
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+def snapshot_file_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    """Owns the per-producer-id state of one partition and that partition's snapshot files.
+
+    Only its Log touches it (event-loop thread).  ``check`` validates a whole append without
+    changing anything; ``record`` applies batches once they are safely in the segment.
+    """
+
+    def __init__(self, dir_path: str, guard: DirGuard) -> None:
+        self.dir_path = dir_path
+        self.guard = guard
+        self.producers: dict[int, ProducerEntry] = {}
+
+    # ---- validation and update -----------------------------------------------------------
+
+    def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+        """Validate producer epochs and sequences of an append (in order, as if applied).
+
+        Returns the original metadata if the append is a retry of a cached batch; raises
+        InvalidProducerEpochError or OutOfOrderSequenceError; otherwise None.
+        """
+        pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq) so far
+        for header in headers:
+            pid = header.producer_id
+            if pid < 0:
+                continue
+            entry = self.producers.get(pid)
+            epoch, first_seq = header.producer_epoch, header.base_sequence
+            if pid in pending:
+                current_epoch, last_seq = pending[pid]
+            elif entry is not None:
+                duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
+                if duplicate is not None:
+                    return duplicate
+                current_epoch, last_seq = entry.epoch, entry.last_seq
+            else:
+                current_epoch, last_seq = NO_PRODUCER_EPOCH, NO_SEQUENCE
+            if current_epoch != NO_PRODUCER_EPOCH:
+                if epoch < current_epoch:
+                    raise InvalidProducerEpochError(
+                        f"producer {pid} wrote with epoch {epoch}, older than current epoch {current_epoch}"
+                    )
+                if epoch > current_epoch:
+                    if first_seq != 0:
+                        raise OutOfOrderSequenceError(
+                            f"producer {pid} started epoch {epoch} at sequence {first_seq}, not 0"
+                        )
+                elif last_seq != NO_SEQUENCE and not _in_sequence(last_seq, first_seq):
+                    raise OutOfOrderSequenceError(
+                        f"producer {pid} sent sequence {first_seq} after {last_seq} (epoch {epoch})"
+                    )
+            pending[pid] = (epoch, header.last_sequence)
+        return None
+
+    def record(self, header: BatchHeader) -> None:
+        """Apply one stored batch (offsets final) to the state; no checks."""
+        pid = header.producer_id
+        if pid < 0:
+            return
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, header.producer_epoch)
+        elif header.producer_epoch != entry.epoch:
+            if header.producer_epoch < entry.epoch:
+                return
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = header.max_timestamp
+        if header.base_sequence == NO_SEQUENCE or header.is_control:
+            return
+        entry.batches.append(
+            BatchMetadata(
+                header.base_sequence, header.last_sequence, header.base_offset, header.last_offset,
+                header.max_timestamp,
+            )
+        )
+
+    def truncate_after(self, end_offset: int) -> None:
+        """Forget cached batches at or after ``end_offset`` (the log was truncated there)."""
+        for pid in list(self.producers):
+            entry = self.producers[pid]
+            kept = [batch for batch in entry.batches if batch.last_offset < end_offset]
+            if len(kept) != len(entry.batches):
+                entry.batches.clear()
+                entry.batches.extend(kept)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    # ---- snapshots ---------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        with self.guard:
+            names = os.listdir(self.dir_path)
+        offsets = []
+        for name in names:
+            if name.endswith(SNAPSHOT_SUFFIX) and name[: -len(SNAPSHOT_SUFFIX)].isdigit():
+                offsets.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
+        return sorted(offsets)
+
+    def encode(self) -> bytes:
+        entries = []
+        for pid, entry in self.producers.items():
+            if not entry.batches:
+                entries.append(_ENTRY.pack(pid, entry.epoch, NO_SEQUENCE, -1, 0, entry.last_timestamp, -1, -1))
+            for batch in entry.batches:
+                entries.append(
+                    _ENTRY.pack(
+                        pid, entry.epoch, batch.last_seq, batch.last_offset,
+                        batch.last_offset - batch.first_offset, batch.timestamp, -1, -1,
+                    )
+                )
+        body = _COUNT.pack(len(entries)) + b"".join(entries)
+        return _PREFIX.pack(SNAPSHOT_VERSION, crc32c(body)) + body
+
+    def decode(self, data: bytes) -> dict[int, ProducerEntry]:
+        if len(data) < _PREFIX.size + _COUNT.size:
+            raise CorruptSnapshotError("snapshot is truncated")
+        version, crc = _PREFIX.unpack_from(data)
+        if version != SNAPSHOT_VERSION:
+            raise CorruptSnapshotError(f"unknown snapshot version {version}")
+        if crc32c(data[_PREFIX.size :]) != crc:
+            raise CorruptSnapshotError("snapshot fails its CRC check")
+        (count,) = _COUNT.unpack_from(data, _PREFIX.size)
+        if count < 0 or len(data) != _PREFIX.size + _COUNT.size + count * _ENTRY.size:
+            raise CorruptSnapshotError("snapshot length does not match its entry count")
+        producers: dict[int, ProducerEntry] = {}
+        for pid, epoch, last_seq, last_offset, offset_delta, timestamp, _, _ in _ENTRY.iter_unpack(
+            data[_PREFIX.size + _COUNT.size :]
+        ):
+            entry = producers.get(pid)
+            if entry is None or entry.epoch != epoch:
+                entry = producers[pid] = ProducerEntry(pid, epoch)
+            entry.last_timestamp = timestamp
+            if last_offset >= 0:
+                first_seq = (last_seq - offset_delta) % (INT32_MAX + 1)
+                entry.batches.append(
+                    BatchMetadata(first_seq, last_seq, last_offset - offset_delta, last_offset, timestamp)
+                )
+        return producers
+
+    def take_snapshot(self, offset: int) -> None:
+        """Write the current state as ``<offset>.snapshot`` (state must cover offsets < offset)."""
+        write_atomically(os.path.join(self.dir_path, snapshot_file_name(offset)), self.encode(), self.guard)
+
+    def load_latest_snapshot(self, max_offset: int) -> int | None:
+        """Load the newest readable snapshot at or below ``max_offset``; returns its offset.
+
+        Snapshots above ``max_offset`` (written before the log was cut back) and unreadable
+        ones are deleted.
+        """
+        self.producers = {}
+        for offset in reversed(self.snapshot_offsets()):
+            path = os.path.join(self.dir_path, snapshot_file_name(offset))
+            if offset <= max_offset:
+                with self.guard:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                try:
+                    self.producers = self.decode(data)
+                    return offset
+                except CorruptSnapshotError:
+                    pass
+            with self.guard:
+                os.unlink(path)
+        return None
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        """Remove snapshots older than ``offset``, keeping the newest of them as a starting point."""
+        older = [o for o in self.snapshot_offsets() if o < offset]
+        for stale in older[:-1]:
+            with self.guard:
+                try:
+                    os.unlink(os.path.join(self.dir_path, snapshot_file_name(stale)))
+                except FileNotFoundError:
+                    pass
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for stale in self.snapshot_offsets():
+            if stale > offset:
+                with self.guard:
+                    try:
+                        os.unlink(os.path.join(self.dir_path, snapshot_file_name(stale)))
+                    except FileNotFoundError:
+                        pass

@@ -1,0 +1,504 @@
+"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``."""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+
+from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.index import OffsetIndex, TimeIndex
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    UnsupportedMagic,
+    parse_batch_header,
+    validate_batch,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+# Read-ahead when walking batch headers: large enough to cover a whole index interval of
+# small batches in one pread, small enough not to drag in much record data.
+_SCAN_CHUNK = 16 * 1024
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class FileSlice:
+    """A byte range of a segment file, holding its own duplicate of the file's fd.
+
+    Owned by whoever received it from Log.read; that owner must ``close`` it (the server
+    does after os.sendfile).  Because the fd is a dup, the slice stays readable after the
+    segment is closed, renamed or unlinked by retention.
+    """
+
+    __slots__ = ("fd", "position", "size", "guard")
+
+    def __init__(self, fd: int, position: int, size: int, guard: DirGuard) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+        self.guard = guard
+
+    def read_bytes(self) -> bytes:
+        if self.fd < 0:
+            raise ValueError("FileSlice is closed")
+        parts: list[bytes] = []
+        position, remaining = self.position, self.size
+        with self.guard:
+            while remaining > 0:
+                chunk = os.pread(self.fd, remaining, position)
+                if not chunk:
+                    raise CorruptRecordError(f"segment file ended {remaining} bytes early")
+                parts.append(chunk)
+                position += len(chunk)
+                remaining -= len(chunk)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> FileSlice:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileSlice(fd={self.fd}, position={self.position}, size={self.size})"
+
+
+class _BatchScan:
+    """Walks the batch headers of a segment file from a position, reading in chunks.
+
+    After iteration, ``end`` is the position just past the last batch yielded and
+    ``error`` says why the walk stopped early (None if it reached ``limit``).
+    """
+
+    def __init__(self, fd: int, start: int, limit: int, guard: DirGuard, validate: bool) -> None:
+        self.fd = fd
+        self.start = start
+        self.limit = limit
+        self.guard = guard
+        self.validate = validate
+        self.end = start
+        self.error: str | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
+        pos = self.start
+        chunk = b""
+        chunk_start = pos
+        while pos < self.limit:
+            off = pos - chunk_start
+            if off + BATCH_HEADER_SIZE > len(chunk):
+                chunk = self._read(pos, _SCAN_CHUNK)
+                chunk_start, off = pos, 0
+                if len(chunk) < BATCH_HEADER_SIZE:
+                    self.error = f"torn batch header at position {pos}"
+                    return
+            header = parse_batch_header(chunk, off)
+            end = pos + header.batch_length + LOG_OVERHEAD
+            if header.batch_length < _MIN_BATCH_LENGTH or end > self.limit:
+                self.error = f"batch at position {pos} runs past the end of the segment"
+                return
+            if self.validate:
+                if off + header.size > len(chunk):
+                    chunk = self._read(pos, max(_SCAN_CHUNK, header.size))
+                    chunk_start, off = pos, 0
+                try:
+                    validate_batch(chunk, off, header, exact_count=False)
+                except (CorruptRecordError, UnsupportedMagic) as exc:
+                    self.error = str(exc)
+                    return
+            elif header.magic != 2:
+                self.error = f"batch at position {pos} has magic {header.magic}"
+                return
+            self.end = end
+            yield pos, header
+            pos = end
+
+    def _read(self, pos: int, size: int) -> bytes:
+        size = min(size, self.limit - pos)
+        with self.guard:
+            return os.pread(self.fd, size, pos)
+
+
+class Segment:
+    """Owns one segment's three files, their fds and the in-memory copy of its indexes.
+
+    Only the Log that holds it touches it, from the broker's event-loop thread; it is not
+    thread-safe.  Appends go to the end of the .log with pwrite (no fsync: ``flush`` does
+    that).  Non-active segments load their indexes lazily, on the first lookup.
+    """
+
+    def __init__(self, dir_path: str, base_offset: int, guard: DirGuard, index_interval_bytes: int) -> None:
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.guard = guard
+        self.index_interval_bytes = index_interval_bytes
+        stem = os.path.join(dir_path, segment_name(base_offset))
+        self.log_path = stem + LOG_SUFFIX
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, guard)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, guard)
+        self._log_fd = -1
+        self.size = 0
+        self._loaded = False
+        self._next_offset = base_offset
+        self._max_timestamp = -1
+        self._offset_of_max_timestamp = -1
+        # Batches from the last offset-index entry to the end of the file, so that lookups
+        # near the end (the common fetch) need no I/O: last offsets and start positions.
+        self._tail_last_offsets: list[int] = []
+        self._tail_positions: list[int] = []
+        self._bytes_since_index_entry = 0
+        # Time the segment started to fill, for segment.ms rolling.
+        self.rolling_base_ms: int | None = None
+
+    # ---- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, dir_path: str, base_offset: int, guard: DirGuard, index_interval_bytes: int) -> Segment:
+        segment = cls(dir_path, base_offset, guard, index_interval_bytes)
+        with guard:
+            segment._log_fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            segment.size = os.fstat(segment._log_fd).st_size
+        if segment.size:
+            segment.recover()
+        else:
+            segment.offset_index.replace([], [])
+            segment.time_index.replace([], [])
+            segment._loaded = True
+        return segment
+
+    @classmethod
+    def open(cls, dir_path: str, base_offset: int, guard: DirGuard, index_interval_bytes: int) -> Segment:
+        """Open an existing segment without reading it; indexes load on first use."""
+        segment = cls(dir_path, base_offset, guard, index_interval_bytes)
+        with guard:
+            segment._log_fd = os.open(segment.log_path, os.O_RDWR)
+            segment.size = os.fstat(segment._log_fd).st_size
+        return segment
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        if not self.offset_index.load(self.size):
+            self._rebuild(validate=False)
+            return
+        scan = _BatchScan(self._log_fd, self.offset_index.last_position(), self.size, self.guard, False)
+        tail = list(scan)
+        if scan.error is not None:
+            # A segment believed clean holds a broken batch: treat it like a crash tail.
+            self.recover()
+            return
+        next_offset = tail[-1][1].last_offset + 1 if tail else self.base_offset
+        if not self.time_index.load(next_offset):
+            self._rebuild(validate=False)
+            return
+        self._set_tail(tail)
+        last = self.time_index.last_entry()
+        if last is not None and last[0] > self._max_timestamp:
+            self._max_timestamp, self._offset_of_max_timestamp = last
+        self._loaded = True
+        self.rolling_base_ms = self._first_batch_timestamp()
+
+    def _set_tail(self, tail: list[tuple[int, BatchHeader]]) -> None:
+        self._tail_last_offsets = [header.last_offset for _, header in tail]
+        self._tail_positions = [pos for pos, _ in tail]
+        self._next_offset = tail[-1][1].last_offset + 1 if tail else self._index_next_offset()
+        self._bytes_since_index_entry = self.size - (self._tail_positions[0] if tail else 0)
+        self._max_timestamp, self._offset_of_max_timestamp = -1, -1
+        for _, header in tail:
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, header.last_offset
+
+    def _index_next_offset(self) -> int:
+        # Only reached for an empty tail, which means an empty segment.
+        return self.base_offset
+
+    def _first_batch_timestamp(self) -> int | None:
+        if self.size < BATCH_HEADER_SIZE:
+            return None
+        with self.guard:
+            header = parse_batch_header(os.pread(self._log_fd, BATCH_HEADER_SIZE, 0))
+        if header.max_timestamp >= 0:
+            return header.max_timestamp
+        with self.guard:
+            return int(os.fstat(self._log_fd).st_mtime * 1000)
+
+    def _rebuild(self, validate: bool) -> int:
+        """Re-derive both indexes and the tail from the .log; truncate after the last good batch.
+
+        Returns the number of bytes cut off.
+        """
+        scan = _BatchScan(self._log_fd, 0, self.size, self.guard, validate)
+        index_offsets: list[int] = []
+        index_positions: list[int] = []
+        time_stamps: list[int] = []
+        time_offsets: list[int] = []
+        max_ts, offset_of_max = -1, -1
+        bytes_since = 0
+        expected = self.base_offset
+        tail: list[tuple[int, BatchHeader]] = []
+        for pos, header in scan:
+            if header.base_offset < expected or header.last_offset - self.base_offset > INT32_MAX:
+                scan.end = pos
+                scan.error = f"batch at position {pos} has out-of-order offset {header.base_offset}"
+                break
+            expected = header.last_offset + 1
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, header.last_offset
+            if bytes_since > self.index_interval_bytes:
+                index_offsets.append(header.last_offset)
+                index_positions.append(pos)
+                if max_ts > (time_stamps[-1] if time_stamps else -1):
+                    time_stamps.append(max_ts)
+                    time_offsets.append(offset_of_max)
+                bytes_since = 0
+                tail = []
+            tail.append((pos, header))
+            bytes_since += header.size
+        truncated = self.size - scan.end
+        if truncated:
+            with self.guard:
+                os.ftruncate(self._log_fd, scan.end)
+            self.size = scan.end
+        self.offset_index.replace(index_offsets, index_positions)
+        self.time_index.replace(time_stamps, time_offsets)
+        self._set_tail(tail)
+        if max_ts > self._max_timestamp:
+            self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
+        self._loaded = True
+        self.rolling_base_ms = self._first_batch_timestamp()
+        return truncated
+
+    def recover(self) -> int:
+        """Re-scan every batch (CRC included), cut a torn or corrupt tail, rebuild the indexes.
+
+        Returns the number of bytes truncated; everything before the first bad batch is kept.
+        """
+        return self._rebuild(validate=True)
+
+    # ---- properties ----------------------------------------------------------------------
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset stored here (the base offset if empty)."""
+        self._ensure_loaded()
+        return self._next_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch max-timestamp in the segment, -1 if none."""
+        self._ensure_loaded()
+        return self._max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention compares: the max timestamp, or the file's mtime if there is none."""
+        if self.max_timestamp >= 0:
+            return self._max_timestamp
+        with self.guard:
+            return int(os.fstat(self._log_fd).st_mtime * 1000)
+
+    # ---- appending -----------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        """Write ``data`` (whole batches, offsets already assigned) at the end of the .log.
+
+        ``batches`` holds (position within data, header) of each batch.  The file size only
+        moves once the write succeeded, so a failed write is overwritten by the next one.
+        """
+        self._ensure_loaded()
+        position = self.size
+        view = memoryview(data)
+        with self.guard:
+            while view:
+                written = os.pwrite(self._log_fd, view, position)
+                view = view[written:]
+                position += written
+        base = self.size
+        for pos, header in batches:
+            physical = base + pos
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, header.last_offset
+            if self._bytes_since_index_entry > self.index_interval_bytes:
+                self.offset_index.append(header.last_offset, physical)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self._bytes_since_index_entry = 0
+                self._tail_last_offsets.clear()
+                self._tail_positions.clear()
+            self._tail_last_offsets.append(header.last_offset)
+            self._tail_positions.append(physical)
+            self._bytes_since_index_entry += header.size
+        self.size = position
+        if batches:
+            self._next_offset = batches[-1][1].last_offset + 1
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = now_ms
+
+    def fits_offsets(self, last_offset: int) -> bool:
+        """Whether ``last_offset`` is still expressible as an int32 relative to the base."""
+        return last_offset - self.base_offset <= INT32_MAX
+
+    def on_become_inactive(self) -> None:
+        """Record the segment's max timestamp in the time index (retention reads it) and drop fds."""
+        self._ensure_loaded()
+        if self._max_timestamp >= 0:
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        self.offset_index.file.close()
+        self.time_index.file.close()
+
+    # ---- lookups -------------------------------------------------------------------------
+
+    def _scan_from(self, position: int, validate: bool = False) -> _BatchScan:
+        return _BatchScan(self._log_fd, position, self.size, self.guard, validate)
+
+    def find(self, offset: int) -> int | None:
+        """Position of the first batch whose last offset is >= ``offset``; None if past the end."""
+        self._ensure_loaded()
+        if not self.offset_index or offset >= self.offset_index.rel_offsets[-1] + self.base_offset:
+            i = bisect_left(self._tail_last_offsets, offset)
+            return self._tail_positions[i] if i < len(self._tail_positions) else None
+        entry = self.offset_index.floor_entry(offset)
+        start = entry[1] if entry is not None else 0
+        for pos, header in self._scan_from(start):
+            if header.last_offset >= offset:
+                return pos
+        return None
+
+    def boundary_at_or_below(self, position: int) -> int:
+        """The greatest batch boundary (batch start or end of file) <= ``position``."""
+        self._ensure_loaded()
+        if position >= self.size:
+            return self.size
+        if self._tail_positions and position >= self._tail_positions[0]:
+            return self._tail_positions[bisect_right(self._tail_positions, position) - 1]
+        boundary = self.offset_index.floor_position(position) or 0
+        for pos, header in self._scan_from(boundary):
+            if pos + header.size > position:
+                return pos
+        return boundary
+
+    def header_at(self, position: int) -> BatchHeader:
+        with self.guard:
+            return parse_batch_header(os.pread(self._log_fd, BATCH_HEADER_SIZE, position))
+
+    def find_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+        """(offset, max timestamp) of the first batch at or after ``min_offset`` whose max
+        timestamp is >= ``timestamp``; batch granularity, as records are never decoded."""
+        if self.max_timestamp < timestamp:
+            return None
+        start_offset = max(self.time_index.floor_offset(timestamp) or self.base_offset, min_offset)
+        position = self.find(start_offset)
+        if position is None:
+            return None
+        for _, header in self._scan_from(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= min_offset:
+                return max(header.base_offset, min_offset), header.max_timestamp
+        return None
+
+    def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= ``from_offset`` (for producer-state replay)."""
+        position = self.find(from_offset)
+        if position is None:
+            return
+        for _, header in self._scan_from(position):
+            yield header
+
+    def slice(self, start: int, end: int) -> FileSlice:
+        with self.guard:
+            fd = os.dup(self._log_fd)
+        return FileSlice(fd, start, end - start, self.guard)
+
+    # ---- truncation, durability, lifecycle ----------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch holding an offset >= ``offset``; returns the bytes removed.
+
+        Cuts at a batch boundary, so a batch straddling ``offset`` goes entirely.
+        """
+        position = self.find(offset)
+        if position is None:
+            return 0
+        cut_base = self.header_at(position).base_offset if position < self.size else offset
+        removed = self.size - position
+        with self.guard:
+            os.ftruncate(self._log_fd, position)
+        self.size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(cut_base)
+        tail = list(self._scan_from(self.offset_index.last_position() if self.offset_index else 0))
+        self._set_tail(tail)
+        last = self.time_index.last_entry()
+        if last is not None and last[0] > self._max_timestamp:
+            self._max_timestamp, self._offset_of_max_timestamp = last
+        if self.size == 0:
+            self.rolling_base_ms = None
+        return removed
+
+    def flush(self) -> None:
+        with self.guard:
+            os.fsync(self._log_fd)
+        self.offset_index.file.flush()
+        self.time_index.file.flush()
+
+    def close(self) -> None:
+        """Release the fds; never raises (FileSlices keep their own dups)."""
+        self.offset_index.file.close()
+        self.time_index.file.close()
+        if self._log_fd >= 0:
+            fd, self._log_fd = self._log_fd, -1
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _paths(self) -> list[str]:
+        return [self.log_path, self.offset_index.file.path, self.time_index.file.path]
+
+    def rename_for_delete(self) -> None:
+        """Add the ``.deleted`` suffix to the three files; removal happens later (``delete``)."""
+        self.offset_index.file.close()
+        self.time_index.file.close()
+        with self.guard:
+            for path in self._paths():
+                try:
+                    os.rename(path, path + DELETED_SUFFIX)
+                except FileNotFoundError:
+                    pass
+        self.log_path += DELETED_SUFFIX
+        self.offset_index.file.path += DELETED_SUFFIX
+        self.time_index.file.path += DELETED_SUFFIX
+
+    def delete(self) -> None:
+        """Close and unlink the files (under whatever name they have now)."""
+        self.close()
+        with self.guard:
+            for path in self._paths():
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path}, size={self.size})"
