@@ -1,0 +1,27 @@
+"""One module per Kafka API, each declaring `API`, an `ApiDefinition`.
+
+Adding an API is adding a module here: `all_apis()` imports every module of this
+package and collects their `API`s, so nothing else needs to list them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ..schema import ApiDefinition
+
+
+def all_apis() -> list[ApiDefinition]:
+    """Every API defined in this package, in API key order."""
+    apis = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        api = getattr(module, "API", None)
+        if isinstance(api, ApiDefinition):
+            apis.append(api)
+    apis.sort(key=lambda api: api.key)
+    keys = [api.key for api in apis]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"two API modules declare the same API key: {keys}")
+    return apis
