@@ -463,6 +463,8 @@ class Log:
 
     def truncate_to(self, offset: int) -> None:
         """Cut the log back so that its end is ``offset`` (or the start of the batch holding it)."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
         if offset >= self._leo:
             return
         if offset < self.log_start_offset:

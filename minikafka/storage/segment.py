@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
@@ -29,6 +30,9 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 # small batches in one pread, small enough not to drag in much record data.
 _SCAN_CHUNK = 16 * 1024
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+# How many recent batches the active segment remembers (two int64 each); a consumer lagging
+# further behind costs an index lookup plus a scan of at most one index interval of headers.
+_RECENT_BATCHES = 4096
 
 
 def segment_name(base_offset: int) -> str:
@@ -165,10 +169,12 @@ class Segment:
         self._next_offset = base_offset
         self._max_timestamp = -1
         self._offset_of_max_timestamp = -1
-        # Batches from the last offset-index entry to the end of the file, so that lookups
-        # near the end (the common fetch) need no I/O: last offsets and start positions.
-        self._tail_last_offsets: list[int] = []
-        self._tail_positions: list[int] = []
+        # The most recent batches (last offset, start position), so that a fetch at or near
+        # the end of the active segment, the common case, is answered without any I/O.
+        # Every batch whose last offset is > _recent_floor is listed.
+        self._recent_last_offsets = array("q")
+        self._recent_positions = array("q")
+        self._recent_floor = base_offset - 1
         self._bytes_since_index_entry = 0
         # Time the segment started to fill, for segment.ms rolling.
         self.rolling_base_ms: int | None = None
@@ -222,18 +228,24 @@ class Segment:
         self.rolling_base_ms = self._first_batch_timestamp()
 
     def _set_tail(self, tail: list[tuple[int, BatchHeader]]) -> None:
-        self._tail_last_offsets = [header.last_offset for _, header in tail]
-        self._tail_positions = [pos for pos, _ in tail]
-        self._next_offset = tail[-1][1].last_offset + 1 if tail else self._index_next_offset()
-        self._bytes_since_index_entry = self.size - (self._tail_positions[0] if tail else 0)
+        """Adopt the batches from the last offset-index entry to the end of the file."""
+        self._recent_last_offsets = array("q", (header.last_offset for _, header in tail))
+        self._recent_positions = array("q", (pos for pos, _ in tail))
+        self._recent_floor = (tail[0][1].base_offset if tail else self.base_offset) - 1
+        # An empty tail means an empty segment: the first batch is never indexed.
+        self._next_offset = tail[-1][1].last_offset + 1 if tail else self.base_offset
+        self._bytes_since_index_entry = self.size - self.offset_index.last_position()
         self._max_timestamp, self._offset_of_max_timestamp = -1, -1
         for _, header in tail:
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, header.last_offset
 
-    def _index_next_offset(self) -> int:
-        # Only reached for an empty tail, which means an empty segment.
-        return self.base_offset
+    def _trim_recent(self, keep: int) -> None:
+        drop = len(self._recent_positions) - keep
+        if drop > 0:
+            self._recent_floor = self._recent_last_offsets[drop - 1]
+            del self._recent_last_offsets[:drop]
+            del self._recent_positions[:drop]
 
     def _first_batch_timestamp(self) -> int | None:
         if self.size < BATCH_HEADER_SIZE:
@@ -345,11 +357,11 @@ class Segment:
                 self.offset_index.append(header.last_offset, physical)
                 self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
                 self._bytes_since_index_entry = 0
-                self._tail_last_offsets.clear()
-                self._tail_positions.clear()
-            self._tail_last_offsets.append(header.last_offset)
-            self._tail_positions.append(physical)
+            self._recent_last_offsets.append(header.last_offset)
+            self._recent_positions.append(physical)
             self._bytes_since_index_entry += header.size
+        if len(self._recent_positions) > _RECENT_BATCHES:
+            self._trim_recent(_RECENT_BATCHES // 2)
         self.size = position
         if batches:
             self._next_offset = batches[-1][1].last_offset + 1
@@ -367,6 +379,9 @@ class Segment:
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
         self.offset_index.file.close()
         self.time_index.file.close()
+        # Lagging consumers of an old segment can afford an index lookup; free the memory.
+        unindexed = bisect_left(self._recent_positions, self.offset_index.last_position())
+        self._trim_recent(len(self._recent_positions) - unindexed)
 
     # ---- lookups -------------------------------------------------------------------------
 
@@ -376,9 +391,9 @@ class Segment:
     def find(self, offset: int) -> int | None:
         """Position of the first batch whose last offset is >= ``offset``; None if past the end."""
         self._ensure_loaded()
-        if not self.offset_index or offset >= self.offset_index.rel_offsets[-1] + self.base_offset:
-            i = bisect_left(self._tail_last_offsets, offset)
-            return self._tail_positions[i] if i < len(self._tail_positions) else None
+        if offset > self._recent_floor:
+            i = bisect_left(self._recent_last_offsets, offset)
+            return self._recent_positions[i] if i < len(self._recent_positions) else None
         entry = self.offset_index.floor_entry(offset)
         start = entry[1] if entry is not None else 0
         for pos, header in self._scan_from(start):
@@ -391,8 +406,8 @@ class Segment:
         self._ensure_loaded()
         if position >= self.size:
             return self.size
-        if self._tail_positions and position >= self._tail_positions[0]:
-            return self._tail_positions[bisect_right(self._tail_positions, position) - 1]
+        if self._recent_positions and position >= self._recent_positions[0]:
+            return self._recent_positions[bisect_right(self._recent_positions, position) - 1]
         boundary = self.offset_index.floor_position(position) or 0
         for pos, header in self._scan_from(boundary):
             if pos + header.size > position:

@@ -1,0 +1,271 @@
+"""LogManager: dirs, locks, meta.properties, checkpoints, placement, shutdown and restart."""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+
+import pytest
+
+from minikafka.storage.checkpoints import parse_properties, uuid_from_base64
+from minikafka.storage.errors import (
+    InconsistentMetadataError,
+    InconsistentTopicIdError,
+    KafkaStorageError,
+    LogDirLockedError,
+    NoLiveLogDirError,
+)
+from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.log import LogConfig
+from minikafka.storage.log_manager import LogManager
+from tests.unit.storage.helpers import decode_records, make_batch, read_all
+
+TOPIC_A = uuid.UUID(int=0xA1)
+TOPIC_B = uuid.UUID(int=0xB2)
+
+
+@pytest.fixture
+def dirs(tmp_path) -> list[str]:
+    return [str(tmp_path / "d1"), str(tmp_path / "d2"), str(tmp_path / "d3")]
+
+
+@pytest.fixture
+def managers():
+    started: list[LogManager] = []
+    yield started
+    for manager in started:
+        manager.shutdown()
+
+
+def start(dirs, managers, *, broker_id=1, cluster_id="cluster-x", config=None, channel=None) -> LogManager:
+    manager = LogManager(dirs, broker_id, cluster_id, config or LogConfig(), channel or LogDirFailureChannel())
+    manager.startup()
+    managers.append(manager)
+    return manager
+
+
+def stop(manager, managers) -> None:
+    manager.shutdown()
+    managers.remove(manager)
+
+
+def test_startup_creates_dirs_with_meta_properties_and_lock(dirs, managers):
+    manager = start(dirs, managers, broker_id=3)
+    for log_dir in dirs:
+        with open(os.path.join(log_dir, "meta.properties")) as handle:
+            props = parse_properties(handle.read())
+        assert props["version"] == "1"
+        assert props["broker.id"] == "3"
+        assert props["cluster.id"] == "cluster-x"
+        assert len(props["directory.id"]) == 22
+        assert uuid_from_base64(props["directory.id"]) == manager.directory_ids[log_dir]
+        assert os.path.exists(os.path.join(log_dir, ".lock"))
+    assert len(set(manager.directory_ids.values())) == 3
+    ids = dict(manager.directory_ids)
+    stop(manager, managers)
+    assert start(dirs, managers, broker_id=3).directory_ids == ids
+
+
+def test_a_locked_dir_refuses_a_second_broker(dirs, managers):
+    start(dirs, managers)
+    with pytest.raises(LogDirLockedError):
+        LogManager(dirs[1:2], 1, "cluster-x", LogConfig(), LogDirFailureChannel()).startup()
+
+
+@pytest.mark.parametrize("broker_id, cluster_id", [(2, "cluster-x"), (1, "other-cluster")])
+def test_a_dir_of_another_broker_or_cluster_is_refused(dirs, managers, broker_id, cluster_id):
+    stop(start(dirs, managers), managers)
+    with pytest.raises(InconsistentMetadataError, match="belongs to"):
+        LogManager(dirs, broker_id, cluster_id, LogConfig(), LogDirFailureChannel()).startup()
+    # The failed startup released its locks.
+    stop(start(dirs, managers), managers)
+
+
+def test_placement_spreads_partitions_over_dirs(dirs, managers):
+    manager = start(dirs, managers)
+    for partition in range(6):
+        manager.get_or_create_log("a", partition, TOPIC_A)
+    assert sorted(manager.dir_of("a", p) for p in range(6)) == sorted(dirs * 2)
+    manager.get_or_create_log("b", 0, TOPIC_B, log_dir=dirs[0])
+    # Topic b: every dir has 0 of it; d1 has more partitions overall.
+    assert manager.choose_log_dir("b") == dirs[1]
+    second = manager.get_or_create_log("b", 1, TOPIC_B)
+    assert second.log_dir == dirs[1]
+    assert manager.get_or_create_log("b", 2, TOPIC_B).log_dir == dirs[2]
+    assert manager.get_or_create_log("b", 1, TOPIC_B) is second
+    with pytest.raises(InconsistentTopicIdError):
+        manager.get_or_create_log("b", 1, TOPIC_A)
+    assert os.path.isdir(os.path.join(dirs[1], "b-1"))
+
+
+def test_placement_skips_offline_dirs(dirs, managers):
+    channel = LogDirFailureChannel()
+    manager = start(dirs, managers, channel=channel)
+    channel.report(dirs[0], OSError(errno.EIO, "test"))
+    assert {manager.get_or_create_log("a", p, TOPIC_A).log_dir for p in range(4)} == set(dirs[1:])
+    with pytest.raises(KafkaStorageError):
+        manager.get_or_create_log("a", 9, TOPIC_A, log_dir=dirs[0])
+    channel.report(dirs[1], OSError(errno.EIO, "test"))
+    channel.report(dirs[2], OSError(errno.EIO, "test"))
+    with pytest.raises(NoLiveLogDirError):
+        manager.choose_log_dir("a")
+
+
+def test_checkpoints_round_trip(dirs, managers):
+    manager = start(dirs, managers, config=LogConfig(segment_bytes=600, file_delete_delay_ms=0))
+    log = manager.get_or_create_log("a", 0, TOPIC_A, log_dir=dirs[0])
+    other = manager.get_or_create_log("b", 3, TOPIC_B, log_dir=dirs[0])
+    for _ in range(10):
+        log.append_as_leader(make_batch(2, value_size=100), 0, 0)
+    other.append_as_leader(make_batch(1), 0, 0)
+    log.high_watermark = 17
+    log.delete_records_before(9)
+    log.flush()
+    manager.checkpoint()
+    with open(os.path.join(dirs[0], "recovery-point-offset-checkpoint")) as handle:
+        assert handle.read() == "0\n2\na 0 20\nb 3 0\n"
+    with open(os.path.join(dirs[0], "replication-offset-checkpoint")) as handle:
+        assert handle.read() == "0\n2\na 0 17\nb 3 0\n"
+    with open(os.path.join(dirs[0], "log-start-offset-checkpoint")) as handle:
+        assert handle.read() == "0\n2\na 0 9\nb 3 0\n"
+    with open(os.path.join(dirs[1], "recovery-point-offset-checkpoint")) as handle:
+        assert handle.read() == "0\n0\n"
+    stop(manager, managers)
+    restarted = start(dirs, managers)
+    reloaded = restarted.get_log("a", 0)
+    assert (reloaded.log_start_offset, reloaded.high_watermark, reloaded.log_end_offset) == (9, 17, 20)
+    assert reloaded.topic_id == TOPIC_A
+    assert restarted.get_log("b", 3).log_end_offset == 1
+
+
+def test_clean_shutdown_marker_and_unclean_restart(dirs, managers):
+    manager = start(dirs, managers, config=LogConfig(segment_bytes=600))
+    log = manager.get_or_create_log("a", 0, TOPIC_A, log_dir=dirs[0])
+    for i in range(8):
+        log.append_as_leader(make_batch(2, value_size=100, tag=b"%d" % i), 0, 0)
+    expected = decode_records(read_all(log))
+    manager.checkpoint()  # recovery point is still 0: nothing flushed
+    stop(manager, managers)
+    assert os.path.exists(os.path.join(dirs[0], ".kafka_cleanshutdown"))
+    restarted = start(dirs, managers, config=LogConfig(segment_bytes=600))
+    assert not os.path.exists(os.path.join(dirs[0], ".kafka_cleanshutdown"))
+    log = restarted.get_log("a", 0)
+    assert decode_records(read_all(log)) == expected
+    for i in range(3):
+        log.append_as_leader(make_batch(1, tag=b"late%d" % i), 0, 0)
+    # Simulate kill -9: drop the manager without shutdown (the locks go with the process).
+    for held in restarted.logs.values():
+        held.close()
+    for fd in restarted._lock_fds.values():
+        os.close(fd)
+    managers.remove(restarted)
+    active = log.segments[-1].log_path
+    with open(active, "ab") as handle:
+        handle.write(b"\x00" * 30)  # a torn write
+    again = start(dirs, managers, config=LogConfig(segment_bytes=600))
+    assert again.get_log("a", 0).log_end_offset == 19
+    assert [r[2][:6] for r in decode_records(read_all(again.get_log("a", 0)))][-3:] == [
+        b"late0-", b"late1-", b"late2-"
+    ]
+
+
+def test_delete_log_renames_then_removes(dirs, managers):
+    manager = start(dirs, managers, config=LogConfig(file_delete_delay_ms=5_000))
+    log = manager.get_or_create_log("a", 0, TOPIC_A, log_dir=dirs[0])
+    log.append_as_leader(make_batch(1), 0, 0)
+    result = log.read(0, 1000)
+    manager.delete_log("a", 0, now_ms=1_000)
+    assert manager.get_log("a", 0) is None
+    (renamed,) = [n for n in os.listdir(dirs[0]) if n.endswith("-delete")]
+    assert renamed.startswith("a-0.") and len(renamed) == len("a-0.") + 32 + len("-delete")
+    assert decode_records(result.records.read_bytes())  # a fetch in flight still completes
+    result.records.close()
+    manager.run_retention(2_000)
+    assert os.path.isdir(os.path.join(dirs[0], renamed))
+    manager.run_retention(6_000)
+    assert not os.path.exists(os.path.join(dirs[0], renamed))
+    # A recreated partition starts empty.
+    assert manager.get_or_create_log("a", 0, TOPIC_A).log_end_offset == 0
+
+
+def test_leftover_delete_dirs_are_removed_at_startup(dirs, managers):
+    manager = start(dirs, managers, config=LogConfig(file_delete_delay_ms=60_000))
+    manager.get_or_create_log("a", 0, TOPIC_A, log_dir=dirs[2])
+    manager.delete_log("a", 0)
+    os.makedirs(os.path.join(dirs[2], "a-1.0123456789abcdef0123456789abcdef-future"))
+    for held in manager.logs.values():
+        held.close()
+    for fd in manager._lock_fds.values():
+        os.close(fd)
+    managers.remove(manager)
+    restarted = start(dirs, managers)
+    names = os.listdir(dirs[2])
+    assert not any(n.endswith("-delete") for n in names)
+    assert any(n.endswith("-future") for n in names)
+    assert restarted.logs == {}
+
+
+def test_the_same_partition_in_two_dirs_is_refused(dirs, managers):
+    manager = start(dirs, managers)
+    manager.get_or_create_log("a", 0, TOPIC_A, log_dir=dirs[0])
+    stop(manager, managers)
+    os.makedirs(os.path.join(dirs[1], "a-0"))
+    with pytest.raises(InconsistentMetadataError, match="two log dirs"):
+        LogManager(dirs, 1, "cluster-x", LogConfig(), LogDirFailureChannel()).startup()
+
+
+def test_io_error_takes_the_dir_offline_not_the_broker(dirs, managers, monkeypatch):
+    channel = LogDirFailureChannel()
+    reported = []
+    channel.add_listener(lambda log_dir, cause: reported.append(log_dir))
+    manager = start(dirs, managers, channel=channel)
+    broken = manager.get_or_create_log("a", 0, TOPIC_A, log_dir=dirs[0])
+    healthy = manager.get_or_create_log("a", 1, TOPIC_A, log_dir=dirs[1])
+    real_pwrite = os.pwrite
+
+    def failing_pwrite(fd, data, position):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(dirs[0]):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_pwrite(fd, data, position)
+
+    monkeypatch.setattr(os, "pwrite", failing_pwrite)
+    with pytest.raises(KafkaStorageError) as info:
+        broken.append_as_leader(make_batch(1), 0, 0)
+    assert info.value.log_dir == dirs[0] and info.value.partition == "a-0"
+    assert isinstance(info.value.cause, OSError)
+    assert reported == [dirs[0]] and channel.is_offline(dirs[0])
+    assert healthy.append_as_leader(make_batch(1), 0, 0).base_offset == 0
+    # An offline dir is never touched again, even once the disk would answer.
+    monkeypatch.undo()
+    with pytest.raises(KafkaStorageError, match="offline"):
+        broken.append_as_leader(make_batch(1), 0, 0)
+    assert manager.take_dir_offline(dirs[0]) == [("a", 0)]
+    assert dirs[0] not in manager.live_dirs
+    manager.checkpoint()
+    assert reported == [dirs[0]]
+
+
+def test_unusable_dir_at_startup_is_offline(tmp_path, managers):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    good = str(tmp_path / "good")
+    channel = LogDirFailureChannel()
+    manager = start([str(blocker), good], managers, channel=channel)
+    assert manager.live_dirs == [good]
+    assert channel.is_offline(str(blocker))
+    with pytest.raises(NoLiveLogDirError):
+        LogManager([str(blocker)], 1, "cluster-x", LogConfig(), LogDirFailureChannel()).startup()
+
+
+def test_run_retention_covers_every_log(dirs, managers):
+    manager = start(dirs, managers, config=LogConfig(segment_bytes=300, retention_ms=1_000,
+                                                     file_delete_delay_ms=0))
+    logs = [manager.get_or_create_log("a", p, TOPIC_A) for p in range(3)]
+    for log in logs:
+        for i in range(4):
+            log.append_as_leader(make_batch(1, value_size=150, timestamp=i), 0, 0)
+    old_segments = sum(len(log.segments) - 1 for log in logs)
+    assert old_segments >= 3
+    assert manager.run_retention(10_000) == old_segments
+    assert all(len(log.segments) == 1 for log in logs)

@@ -1,0 +1,131 @@
+"""Reopening a log after a crash (kill -9 keeps the page cache; torn or corrupt tails are cut)."""
+
+from __future__ import annotations
+
+import os
+
+from minikafka.storage.log import LogConfig
+from minikafka.storage.segment import Segment
+from tests.unit.storage.helpers import decode_batches, decode_records, make_batch, open_log, read_all
+
+SMALL = LogConfig(segment_bytes=1_200, index_interval_bytes=200)
+
+
+def fill(log, batches: int, **kwargs) -> list[bytes]:
+    sent = []
+    for i in range(batches):
+        data = make_batch(2, value_size=60, tag=b"%d" % i, **kwargs)
+        sent.append(data)
+        log.append_as_leader(data, 0, i)
+    return sent
+
+
+def test_torn_tail_keeps_every_whole_batch(make_log):
+    log = make_log()
+    fill(log, 10)
+    expected = decode_records(read_all(log))
+    log.close()  # a crash: no flush, no clean-shutdown marker
+    path = os.path.join(log.dir_path, "00000000000000000000.log")
+    size = os.path.getsize(path)
+    last_batch = decode_batches(open(path, "rb").read())[-1].size_in_bytes
+    with open(path, "r+b") as handle:
+        handle.truncate(size - last_batch // 2)  # the last batch is torn
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\x00\x13garbage" * 20)
+    reopened = open_log(log.dir_path, recovery_point=0)
+    assert reopened.log_end_offset == 18
+    assert decode_records(read_all(reopened)) == expected[:-2]
+    assert os.path.getsize(path) == size - last_batch
+    assert reopened.append_as_leader(make_batch(1), 0, 0).base_offset == 18
+    with open(path, "rb") as handle:
+        assert [b.base_offset for b in decode_batches(handle.read())][-2:] == [16, 18]
+    reopened.close()
+
+
+def test_corrupt_batch_mid_log_truncates_there_and_drops_later_segments(make_log):
+    log = make_log(SMALL)
+    fill(log, 40)
+    assert len(log.segments) >= 4
+    victim = log.segments[1]
+    second_batch = victim.find(victim.base_offset + 2)
+    log.close()
+    with open(victim.log_path, "r+b") as handle:
+        handle.seek(second_batch + 70)
+        byte = handle.read(1)
+        handle.seek(second_batch + 70)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    reopened = open_log(log.dir_path, SMALL, recovery_point=0)
+    assert reopened.log_end_offset == victim.base_offset + 2
+    assert len(reopened.segments) == 2
+    assert sorted(n for n in os.listdir(log.dir_path) if n.endswith(".log")) == [
+        "00000000000000000000.log", f"{victim.base_offset:020d}.log"
+    ]
+    assert [r[0] for r in decode_records(read_all(reopened))] == list(range(victim.base_offset + 2))
+    reopened.close()
+
+
+def test_recovery_starts_at_the_recovery_point(make_log, monkeypatch):
+    log = make_log(SMALL)
+    fill(log, 40)
+    recovery_point = log.segments[-2].base_offset + 1
+    log.close()
+    recovered = []
+    original = Segment.recover
+
+    def spy(segment):
+        recovered.append(segment.base_offset)
+        return original(segment)
+
+    monkeypatch.setattr(Segment, "recover", spy)
+    reopened = open_log(log.dir_path, SMALL, recovery_point=recovery_point)
+    assert recovered == [s.base_offset for s in reopened.segments[-2:]]
+    assert reopened.recovery_point == recovery_point
+    recovered.clear()
+    reopened.flush()
+    reopened.close()
+    clean = open_log(log.dir_path, SMALL, clean=True)
+    assert recovered == []
+    assert clean.log_end_offset == 80
+    clean.close()
+
+
+def test_missing_or_broken_index_files_are_rebuilt(make_log):
+    log = make_log(SMALL)
+    fill(log, 30)
+    expected = decode_records(read_all(log))
+    first = log.segments[0]
+    with open(first.offset_index.file.path, "rb") as handle:
+        index_bytes = handle.read()
+    log.flush()
+    log.close()
+    os.unlink(first.offset_index.file.path)
+    with open(log.segments[1].time_index.file.path, "ab") as handle:
+        handle.write(b"\x01\x02\x03")  # not a whole entry
+    reopened = open_log(log.dir_path, SMALL, clean=True)
+    assert decode_records(read_all(reopened)) == expected
+    with open(first.offset_index.file.path, "rb") as handle:
+        assert handle.read() == index_bytes
+    assert os.path.getsize(log.segments[1].time_index.file.path) % 12 == 0
+    reopened.close()
+
+
+def test_stale_files_are_discarded_on_load(make_log):
+    log = make_log()
+    fill(log, 3)
+    log.close()
+    for name in ("00000000000000000099.index", "00000000000000000001.log.deleted", "x.snapshot.tmp"):
+        open(os.path.join(log.dir_path, name), "wb").close()
+    reopened = open_log(log.dir_path)
+    names = os.listdir(log.dir_path)
+    assert "00000000000000000099.index" not in names
+    assert not any(n.endswith((".deleted", ".tmp")) for n in names)
+    assert reopened.log_end_offset == 6
+    reopened.close()
+
+
+def test_topic_id_survives_reopen(make_log, topic_id):
+    log = make_log()
+    with open(os.path.join(log.dir_path, "partition.metadata")) as handle:
+        assert handle.read() == "version: 0\ntopic_id: ehxrLj9NTlqbjA0eLzpLXA\n"
+    log.close()
+    assert open_log(log.dir_path).topic_id == topic_id

@@ -1,0 +1,99 @@
+"""Segment in isolation: files, indexes, slices, truncation and lifecycle."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from minikafka.storage.dir_io import guard
+from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.segment import Segment
+from protocol.records import set_base_offset, validate_batches
+from tests.unit.storage.helpers import decode_batches, make_batch
+
+
+@pytest.fixture
+def segment(tmp_path):
+    created = Segment.create(str(tmp_path), 1_000, guard(str(tmp_path), LogDirFailureChannel()), 300)
+    yield created
+    created.close()
+
+
+def append(segment: Segment, count: int, offset: int, timestamp: int = 0, value_size: int = 100) -> int:
+    data = bytearray(make_batch(count, timestamp=timestamp, value_size=value_size))
+    set_base_offset(data, 0, offset)
+    batches = validate_batches(data)
+    for _, header in batches:
+        header.base_offset = offset
+    segment.append(data, batches, now_ms=timestamp)
+    return len(data)
+
+
+def test_files_are_named_after_the_base_offset(segment, tmp_path):
+    assert sorted(os.listdir(tmp_path)) == [
+        "00000000000000001000.index", "00000000000000001000.log", "00000000000000001000.timeindex"
+    ]
+    assert segment.next_offset == 1_000 and segment.size == 0 and segment.find(1_000) is None
+
+
+def test_append_find_and_slice(segment):
+    positions = []
+    offset = 1_000
+    for i in range(12):
+        positions.append(segment.size)
+        append(segment, 2, offset, timestamp=i * 10)
+        offset += 2
+    assert segment.next_offset == 1_024
+    assert len(segment.offset_index) >= 3  # sparse: roughly one entry per 300 bytes
+    for i, position in enumerate(positions):
+        assert segment.find(1_000 + 2 * i) == position
+        assert segment.find(1_000 + 2 * i + 1) == position
+    assert segment.find(1_024) is None
+    assert segment.boundary_at_or_below(positions[5] + 1) == positions[5]
+    assert segment.boundary_at_or_below(segment.size + 50) == segment.size
+    with segment.slice(positions[3], positions[6]) as piece:
+        assert [b.base_offset for b in decode_batches(piece.read_bytes())] == [1_006, 1_008, 1_010]
+    assert segment.max_timestamp == 111
+    assert segment.find_timestamp(35, 0) == (1_008, 41)
+    assert segment.find_timestamp(112, 0) is None
+
+
+def test_truncate_to_cuts_at_a_batch_boundary_and_trims_indexes(segment):
+    offset = 1_000
+    for i in range(20):
+        append(segment, 2, offset, timestamp=i)
+        offset += 2
+    entries = len(segment.offset_index)
+    removed = segment.truncate_to(1_011)  # inside batch 1010..1011
+    assert removed > 0
+    assert segment.next_offset == 1_010
+    assert len(segment.offset_index) < entries
+    assert os.path.getsize(segment.offset_index.file.path) == 8 * len(segment.offset_index)
+    assert segment.max_timestamp == 5
+    assert append(segment, 1, 1_010) and segment.find(1_010) is not None
+
+
+def test_recover_on_garbage_keeps_nothing(tmp_path):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"\x00" * 12 + b"\x7f\xff\xff\xff" + b"junk" * 20)
+    recovered = Segment.create(str(tmp_path), 0, guard(str(tmp_path), LogDirFailureChannel()), 4096)
+    assert recovered.size == 0 and recovered.next_offset == 0
+    recovered.close()
+
+
+def test_inactive_segment_records_its_max_timestamp_and_can_be_deleted(segment, tmp_path):
+    append(segment, 1, 1_000, timestamp=50)
+    append(segment, 1, 1_001, timestamp=20)
+    segment.on_become_inactive()
+    assert segment.time_index.last_entry() == (50, 1_000)
+    segment.rename_for_delete()
+    assert sorted(os.listdir(tmp_path)) == [
+        "00000000000000001000.index.deleted", "00000000000000001000.log.deleted",
+        "00000000000000001000.timeindex.deleted",
+    ]
+    piece = segment.slice(0, segment.size)
+    segment.delete()
+    assert os.listdir(tmp_path) == []
+    assert len(decode_batches(piece.read_bytes())) == 2
+    piece.close()
