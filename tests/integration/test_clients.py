@@ -1,0 +1,302 @@
+"""Every supported client library produces to and consumes from the broker, with every codec,
+and negotiates the API versions it should (read back from the broker's /metrics)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import confluent_kafka
+import pytest
+
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.clients import (
+    aiokafka_consume,
+    aiokafka_produce,
+    confluent_consume,
+    confluent_produce,
+    create_topic,
+    kafka_python_consume,
+    kafka_python_produce,
+)
+
+pytestmark = pytest.mark.integration
+
+API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "ApiVersions": 18}
+CODECS = ["gzip", "snappy", "lz4", "zstd"]
+
+
+def _records(tag: str, count: int) -> list[tuple[bytes, bytes]]:
+    return [(f"{tag}-{i}".encode(), f"{tag} value {i} ".encode() * 8) for i in range(count)]
+
+
+def _assert_round_trip(sent: list[tuple[bytes, bytes]], acked: list[tuple[int, int]], read) -> None:
+    by_key = {r.key: r for r in read}
+    assert len(read) == len(sent), f"read {len(read)} records, sent {len(sent)}"
+    assert len(by_key) == len(sent), "duplicate keys read back"
+    for (key, value), (partition, offset) in zip(sent, acked, strict=True):
+        got = by_key[key]
+        assert (got.value, got.partition, got.offset) == (value, partition, offset), key
+
+
+# ---------------------------------------------------------------- which versions each client may use
+
+def _kafka_python_max() -> dict[str, int]:
+    from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+    from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+    from kafka.protocol.producer import ProduceRequest
+
+    # kafka-python 3.0 builds Produce with max_version=9 (kafka/producer/sender.py) and Fetch
+    # with max_version=12 (kafka/consumer/fetcher.py), below what its message classes can encode.
+    return {
+        "Produce": min(ProduceRequest.max_version, 9),
+        "Fetch": min(FetchRequest.max_version, 12),
+        "ListOffsets": ListOffsetsRequest.max_version,
+        "Metadata": MetadataRequest.max_version,
+        "ApiVersions": ApiVersionsRequest.max_version,
+    }
+
+
+def _aiokafka_max() -> dict[str, int]:
+    from aiokafka.protocol.admin import ApiVersionRequest
+    from aiokafka.protocol.fetch import FetchRequest
+    from aiokafka.protocol.metadata import MetadataRequest
+    from aiokafka.protocol.offset import OffsetRequest
+    from aiokafka.protocol.produce import ProduceRequest
+
+    def top(request_class) -> int:
+        return max(struct.API_VERSION for struct in request_class._CLASSES)
+
+    return {
+        "Produce": top(ProduceRequest),
+        "Fetch": top(FetchRequest),
+        "ListOffsets": top(OffsetRequest),
+        "Metadata": top(MetadataRequest),
+        "ApiVersions": top(ApiVersionRequest),
+    }
+
+
+# The highest version librdkafka asks for, per API, read from its source (the ApiVersion
+# ranges passed to rd_kafka_broker_ApiVersion_supported(): rdkafka_msgset_writer.c for
+# Produce, rdkafka_fetcher.c for Fetch, rdkafka_request.c for the others), cross-checked with
+# the table in its INTRODUCTION.md. Read at the 2.15.0 tree and at v2.0.2 (what Debian's kcat
+# bundles); 2.16 is assumed unchanged from 2.15 for these five APIs. librdkafka drops Fetch to
+# v12 when Metadata gave a topic no topic id, so a Fetch mismatch of 12 points there.
+LIBRDKAFKA_MAX = {
+    (2, 0): {"Produce": 7, "Fetch": 11, "ListOffsets": 2, "Metadata": 4, "ApiVersions": 3},
+    (2, 15): {"Produce": 10, "Fetch": 16, "ListOffsets": 7, "Metadata": 13, "ApiVersions": 3},
+    (2, 16): {"Produce": 10, "Fetch": 16, "ListOffsets": 7, "Metadata": 13, "ApiVersions": 3},
+}
+
+
+def _librdkafka_max(version: str) -> dict[str, int] | None:
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return LIBRDKAFKA_MAX.get((major, minor))
+
+
+@dataclass
+class VersionCheck:
+    """The versions one client is expected to use, and the ApiVersions probes it may send first."""
+
+    client: str
+    client_max: dict[str, int]
+    # A client sends ApiVersions at its own highest version before it knows the broker's, and
+    # retries lower after UNSUPPORTED_VERSION; aiokafka instead always sends v0 first.
+    api_versions_fixed: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def expected(self, broker_max: dict[str, int]) -> dict[str, int]:
+        wanted = {api: min(self.client_max[api], broker_max[api]) for api in API_KEYS}
+        if self.api_versions_fixed is not None:
+            wanted["ApiVersions"] = self.api_versions_fixed
+        return wanted
+
+    def verify(self, used: dict[str, set[int]], broker_max: dict[str, int]) -> None:
+        expected = self.expected(broker_max)
+        problems = []
+        for api, want in expected.items():
+            got = set(used.get(api, set()))
+            if api == "ApiVersions" and self.api_versions_fixed is None:
+                got.discard(self.client_max["ApiVersions"])  # the first probe, answered with an error if too high
+                if not got and want == self.client_max["ApiVersions"]:
+                    got = {want}
+            if got != {want}:
+                problems.append(f"{api}: used {sorted(used.get(api, set()))}, expected {want} "
+                                f"(client max {self.client_max[api]}, broker max {broker_max[api]})")
+        assert not problems, f"{self.client}: " + "; ".join(problems)
+
+
+def _versions_used(before: dict[tuple[str, int], int], after: dict[tuple[str, int], int]) -> dict[str, set[int]]:
+    used: dict[str, set[int]] = {}
+    for (api, version), count in after.items():
+        if count > before.get((api, version), 0):
+            used.setdefault(api, set()).add(version)
+    return used
+
+
+def _run_measured(broker: BrokerProcess, action: Callable[[], None]) -> dict[str, set[int]]:
+    before = broker.request_versions()
+    action()
+    return _versions_used(before, broker.request_versions())
+
+
+def _broker_max(broker: BrokerProcess) -> dict[str, int]:
+    advertised = broker.advertised_versions()
+    missing = [api for api, key in API_KEYS.items() if key not in advertised]
+    assert not missing, f"broker does not advertise {missing}"
+    return {api: advertised[key][1] for api, key in API_KEYS.items()}
+
+
+def _assert_within_advertised(broker: BrokerProcess, used: dict[str, set[int]], probes: dict[str, int]) -> None:
+    """No client sent a version above the broker's advertised max, ApiVersions probes apart."""
+    advertised = broker.advertised_versions()
+    names = {key: api for api, key in API_KEYS.items()}
+    for api, versions in used.items():
+        key = next((k for k, n in names.items() if n == api), None)
+        if key is None:
+            continue
+        top = max(versions - {probes.get(api, -1)}, default=0)
+        assert top <= advertised[key][1], f"{api} v{top} used but broker advertises max {advertised[key][1]}"
+
+
+# ---------------------------------------------------------------- the clients
+
+def test_kafka_python_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
+    topic = "clients-kafka-python"
+    create_topic(module_broker.bootstrap, topic, 3)
+    sent = _records("kp", 300)
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        result["acked"] = kafka_python_produce(module_broker.bootstrap, topic, sent)
+        result["read"] = kafka_python_consume(module_broker.bootstrap, topic, range(3))
+
+    used = _run_measured(module_broker, run)
+    _assert_round_trip(sent, result["acked"], result["read"])
+    check = VersionCheck("kafka-python", _kafka_python_max())
+    check.verify(used, _broker_max(module_broker))
+    _assert_within_advertised(module_broker, used, {"ApiVersions": check.client_max["ApiVersions"]})
+
+
+def test_confluent_kafka_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
+    topic = "clients-confluent"
+    create_topic(module_broker.bootstrap, topic, 3)
+    sent = _records("ck", 300)
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        result["acked"] = confluent_produce(module_broker.bootstrap, topic, sent)
+        result["read"] = confluent_consume(module_broker.bootstrap, topic, range(3))
+
+    used = _run_measured(module_broker, run)
+    _assert_round_trip(sent, result["acked"], result["read"])
+    librdkafka = confluent_kafka.libversion()[0]
+    client_max = _librdkafka_max(librdkafka)
+    broker_max = _broker_max(module_broker)
+    if client_max is None:
+        pytest.fail(f"no version table for librdkafka {librdkafka}; add its maxima to LIBRDKAFKA_MAX")
+    check = VersionCheck(f"confluent-kafka (librdkafka {librdkafka})", client_max)
+    check.verify(used, broker_max)
+    _assert_within_advertised(module_broker, used, {"ApiVersions": client_max["ApiVersions"]})
+
+
+def test_aiokafka_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
+    topic = "clients-aiokafka"
+    create_topic(module_broker.bootstrap, topic, 3)
+    sent = _records("aio", 300)
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        result["acked"] = aiokafka_produce(module_broker.bootstrap, topic, sent, acks="all",
+                                           enable_idempotence=True)
+        result["read"] = aiokafka_consume(module_broker.bootstrap, topic, range(3))
+
+    used = _run_measured(module_broker, run)
+    _assert_round_trip(sent, result["acked"], result["read"])
+    check = VersionCheck("aiokafka", _aiokafka_max(), api_versions_fixed=0)
+    check.verify(used, _broker_max(module_broker))
+    _assert_within_advertised(module_broker, used, {})
+
+
+def _kcat() -> str:
+    path = shutil.which("kcat") or shutil.which("kafkacat")
+    if path is None:
+        pytest.skip("kcat is not installed (`make system-deps` installs it)")
+    return path
+
+
+def _kcat_librdkafka(kcat: str) -> str | None:
+    out = subprocess.run([kcat, "-V"], capture_output=True, text=True, timeout=10)
+    match = re.search(r"librdkafka (\d+\.\d+\.\d+)", out.stdout + out.stderr)
+    return match.group(1) if match else None
+
+
+def test_kcat_lists_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
+    kcat = _kcat()
+    topic = "clients-kcat"
+    create_topic(module_broker.bootstrap, topic, 2)
+    lines = [f"kc-{i}:kcat value {i}" for i in range(200)]
+    common = [kcat, "-b", module_broker.bootstrap]
+    output: list[str] = []
+
+    def run() -> None:
+        listing = subprocess.run(common + ["-L", "-t", topic], capture_output=True, text=True, timeout=30)
+        assert listing.returncode == 0, listing.stderr
+        assert f'topic "{topic}" with 2 partitions' in listing.stdout, listing.stdout
+        assert "broker 1 at" in listing.stdout, listing.stdout
+        produced = subprocess.run(common + ["-P", "-t", topic, "-K", ":", "-X", "acks=all"],
+                                  input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+        assert produced.returncode == 0, produced.stderr
+        consumed = subprocess.run(common + ["-C", "-t", topic, "-o", "beginning", "-e", "-q",
+                                            "-f", "%k:%s %p %o\n"],
+                                  capture_output=True, text=True, timeout=60)
+        assert consumed.returncode == 0, consumed.stderr
+        output.extend(consumed.stdout.splitlines())
+
+    used = _run_measured(module_broker, run)
+    got = {}
+    for line in output:
+        record, partition, offset = line.rsplit(" ", 2)
+        got[record] = (int(partition), int(offset))
+    assert sorted(got) == sorted(lines)
+    per_partition: dict[int, list[int]] = {}
+    for partition, offset in got.values():
+        per_partition.setdefault(partition, []).append(offset)
+    for partition, offsets in per_partition.items():
+        assert sorted(offsets) == list(range(len(offsets))), f"partition {partition} offsets not contiguous"
+
+    librdkafka = _kcat_librdkafka(kcat)
+    client_max = _librdkafka_max(librdkafka) if librdkafka else None
+    if client_max is None:
+        pytest.skip(f"kcat works; no version table for its librdkafka {librdkafka}")
+    check = VersionCheck(f"kcat (librdkafka {librdkafka})", client_max)
+    check.verify(used, _broker_max(module_broker))
+    _assert_within_advertised(module_broker, used, {"ApiVersions": client_max["ApiVersions"]})
+
+
+# ---------------------------------------------------------------- compression
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_confluent_compression_round_trip(module_broker: BrokerProcess, codec: str) -> None:
+    topic = f"codec-confluent-{codec}"
+    create_topic(module_broker.bootstrap, topic, 2)
+    # Repetitive values so every codec really compresses; several batches per partition.
+    sent = [(f"{codec}-{i}".encode(), (f"{codec}:{i}:" + "abcdefgh" * 40).encode()) for i in range(2000)]
+    acked = confluent_produce(module_broker.bootstrap, topic, sent, compression_type=codec, linger_ms=20)
+    _assert_round_trip(sent, acked, confluent_consume(module_broker.bootstrap, topic, range(2)))
+    # The other two libraries must decode what librdkafka compressed, through the broker.
+    _assert_round_trip(sent, acked, kafka_python_consume(module_broker.bootstrap, topic, range(2)))
+    _assert_round_trip(sent, acked, aiokafka_consume(module_broker.bootstrap, topic, range(2)))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_python_compression_round_trip(module_broker: BrokerProcess, codec: str) -> None:
+    topic = f"codec-kafka-python-{codec}"
+    create_topic(module_broker.bootstrap, topic, 2)
+    sent = [(f"{codec}-{i}".encode(), (f"{codec}:{i}:" + "ijklmnop" * 40).encode()) for i in range(2000)]
+    acked = kafka_python_produce(module_broker.bootstrap, topic, sent, compression_type=codec, linger_ms=20)
+    _assert_round_trip(sent, acked, kafka_python_consume(module_broker.bootstrap, topic, range(2)))
+    _assert_round_trip(sent, acked, confluent_consume(module_broker.bootstrap, topic, range(2)))

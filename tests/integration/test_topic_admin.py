@@ -1,0 +1,127 @@
+"""Topics created with configs are described back; bad CreateTopics get Kafka's error codes;
+ListOffsets answers earliest, latest and by-timestamp; LogAppendTime topics stamp records."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.clients import confluent_consume, create_topic
+
+pytestmark = pytest.mark.integration
+
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
+
+
+@pytest.fixture
+def admin(module_broker: BrokerProcess):
+    client = KafkaAdminClient(bootstrap_servers=module_broker.bootstrap, client_id="tests-admin")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def test_topic_configs_are_described_back(module_broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    topic = "configured"
+    configs = {"retention.ms": "3600000", "segment.bytes": "1048576", "message.timestamp.type": "LogAppendTime"}
+    create_topic(module_broker.bootstrap, topic, 2, configs)
+
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    entries = described["topic"][topic]
+    for key, value in configs.items():
+        assert key in entries, f"{key} missing from DescribeConfigs; got {sorted(entries)}"
+        assert entries[key]["value"] == value, (key, entries[key])
+        assert entries[key]["config_source"] == "DYNAMIC_TOPIC_CONFIG", (key, entries[key])
+    modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+    assert set(configs) <= set(modified)
+
+    only = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic, ["retention.ms"])],
+                                  config_filter="all")["topic"][topic]
+    assert set(only) == {"retention.ms"}
+
+
+def test_log_append_time_topic_stamps_records(module_broker: BrokerProcess) -> None:
+    topic = "append-time"
+    create_topic(module_broker.bootstrap, topic, 1, {"message.timestamp.type": "LogAppendTime"})
+    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap)
+    try:
+        for i in range(5):
+            producer.send(topic, key=b"k%d" % i, value=b"v", timestamp_ms=1_000 + i)
+        producer.flush(30)
+    finally:
+        producer.close()
+    now_ms = int(time.time() * 1000)
+    read = confluent_consume(module_broker.bootstrap, topic, [0])
+    assert len(read) == 5
+    for record in read:
+        assert now_ms - 120_000 < record.timestamp <= now_ms + 5_000, (
+            f"record kept its CreateTime {record.timestamp} on a LogAppendTime topic")
+
+
+def _create_errors(admin: KafkaAdminClient, topics: dict[str, dict]) -> dict[str, int]:
+    result = admin.create_topics(topics, raise_errors=False)
+    return {t["name"]: t["error_code"] for t in result["topics"]}
+
+
+@pytest.mark.parametrize("name", ["bad/name", "has space", "a" * 250, ".", "..", "tab\tname", "ümlaut"])
+def test_invalid_topic_names_are_refused(admin: KafkaAdminClient, name: str) -> None:
+    errors = _create_errors(admin, {name: {"num_partitions": 1, "replication_factor": 1}})
+    assert errors == {name: INVALID_TOPIC_EXCEPTION}
+
+
+def test_bad_create_topics_get_kafka_errors(module_broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    create_topic(module_broker.bootstrap, "exists-already", 1)
+    errors = _create_errors(admin, {
+        "needs-two-replicas": {"num_partitions": 1, "replication_factor": 2},
+        "unknown-config": {"num_partitions": 1, "replication_factor": 1, "configs": {"no.such.config": "1"}},
+        "bad-config-value": {"num_partitions": 1, "replication_factor": 1, "configs": {"retention.ms": "soon"}},
+        "zero-partitions": {"num_partitions": 0, "replication_factor": 1},
+        "exists-already": {"num_partitions": 1, "replication_factor": 1},
+        "fine-in-the-same-request": {"num_partitions": 2, "replication_factor": 1},
+    })
+    assert errors == {
+        "needs-two-replicas": INVALID_REPLICATION_FACTOR,
+        "unknown-config": INVALID_CONFIG,
+        "bad-config-value": INVALID_CONFIG,
+        "zero-partitions": INVALID_PARTITIONS,
+        "exists-already": TOPIC_ALREADY_EXISTS,
+        "fine-in-the-same-request": 0,
+    }
+    listed = set(admin.list_topics())
+    assert "fine-in-the-same-request" in listed
+    assert not listed & {"needs-two-replicas", "unknown-config", "bad-config-value", "zero-partitions"}
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(module_broker: BrokerProcess) -> None:
+    topic = "offsets-by-time"
+    create_topic(module_broker.bootstrap, topic, 1)
+    base = int(time.time() * 1000) - 600_000
+    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap)
+    try:
+        for i in range(10):
+            producer.send(topic, key=b"k%d" % i, value=b"v", partition=0, timestamp_ms=base + i * 1000)
+            producer.flush(30)  # one batch per record, so lookups must search inside the log
+    finally:
+        producer.close()
+
+    consumer = KafkaConsumer(bootstrap_servers=module_broker.bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, 0)
+        assert consumer.beginning_offsets([tp]) == {tp: 0}
+        assert consumer.end_offsets([tp]) == {tp: 10}
+        found = consumer.offsets_for_times({tp: base + 2500})[tp]
+        assert (found.offset, found.timestamp) == (3, base + 3000)
+        exact = consumer.offsets_for_times({tp: base})[tp]
+        assert (exact.offset, exact.timestamp) == (0, base)
+        assert consumer.offsets_for_times({tp: base + 60_000})[tp] is None
+    finally:
+        consumer.close()
