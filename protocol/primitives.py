@@ -174,8 +174,7 @@ def uvarint_bytes(value: int) -> bytes:
 
 def _read_zigzag(io: _io.BytesIO, bits: int, what: str) -> int:
     result = 0
-    shift = 0
-    while shift < bits + 7:
+    for shift in range(0, bits + 3, 7):
         more = io.read(1)
         if not more:
             raise _truncated(what)
@@ -185,8 +184,7 @@ def _read_zigzag(io: _io.BytesIO, bits: int, what: str) -> int:
             if result >> bits:
                 raise DecodeError(f"{what} out of range")
             return (result >> 1) ^ -(result & 1)
-        shift += 7
-    raise DecodeError(f"{what} too long")
+    raise DecodeError(f"{what} longer than {(bits + 6) // 7} bytes")
 
 
 def read_varint(io: _io.BytesIO) -> int:
