@@ -86,11 +86,6 @@ class _IndexFile:
             except OSError:
                 pass
 
-    def rename(self, new_path: str) -> None:
-        with self.io:
-            os.rename(self.path, new_path)
-        self.path = new_path
-
     def delete(self) -> None:
         self.close()
         with self.io:

@@ -446,6 +446,17 @@ class Log:
                 return found
         return None
 
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch holding the log's largest timestamp (ListOffsets
+        MAX_TIMESTAMP).  Batch granularity: the offset is that batch's last one."""
+        best: tuple[int, int] | None = None
+        for segment in self.segments:
+            if segment.size == 0 or segment.next_offset <= self.log_start_offset:
+                continue
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best[1]):
+                best = (max(segment.offset_of_max_timestamp, self.log_start_offset), segment.max_timestamp)
+        return best
+
     # ---- leader epochs -----------------------------------------------------------------
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -454,6 +465,11 @@ class Log:
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         self.leader_epochs.assign(epoch, start_offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch in which ``offset`` was written; -1 if no epoch covers it."""
+        epoch = self.leader_epochs.epoch_for_offset(offset)
+        return -1 if epoch is None else epoch
 
     @property
     def latest_epoch(self) -> int | None:

@@ -325,6 +325,12 @@ class Segment:
         return self._max_timestamp
 
     @property
+    def offset_of_max_timestamp(self) -> int:
+        """Last offset of the first batch that reached ``max_timestamp``; -1 if none."""
+        self._ensure_loaded()
+        return self._offset_of_max_timestamp
+
+    @property
     def largest_timestamp(self) -> int:
         """What retention compares: the max timestamp, or the file's mtime if there is none."""
         if self.max_timestamp >= 0:

@@ -426,3 +426,14 @@ def test_partition_dir_names():
     assert parse_partition_dir("t-0.abc-delete") is None
     assert parse_partition_dir("t-x") is None
     assert parse_partition_dir("meta.properties") is None
+
+
+def test_max_timestamp_offset_and_epoch_for_offset(make_log):
+    log = make_log(LogConfig(segment_bytes=500))
+    assert log.max_timestamp_offset() is None
+    for epoch, timestamp in [(0, 100), (0, 900), (3, 400), (3, 900), (5, 200)]:
+        log.append_as_leader(make_batch(2, value_size=100, timestamp=timestamp), epoch, 0)
+    assert len(log.segments) > 2
+    assert log.max_timestamp_offset() == (3, 901)  # the first batch to reach the maximum
+    assert [log.epoch_for_offset(o) for o in (0, 3, 4, 7, 8, 9)] == [0, 0, 3, 3, 5, 5]
+    assert make_log(topic="empty").epoch_for_offset(0) == -1
