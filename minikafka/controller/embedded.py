@@ -12,11 +12,11 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
 from minikafka.config import BrokerConfig
 from minikafka.controller.metadata_store import MetadataStore, PartitionState, TopicState
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.topic_config import InvalidTopicConfig, log_config_for, validate_topic_configs
+from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from protocol.errors import ErrorCode
-from protocol.records import CorruptRecordError, UnsupportedMagic
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
     KafkaStorageError,
@@ -25,6 +23,8 @@ from minikafka.storage.errors import (
 )
 from minikafka.storage.log import FileSlice, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
+from protocol.errors import ErrorCode
+from protocol.records import CorruptRecordError, UnsupportedMagic
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import prometheus_client
 
-from protocol import Request
 from minikafka.config import BrokerConfig
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
@@ -27,6 +26,7 @@ from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
 from minikafka.topic_config import log_config_for
+from protocol import Request
 
 log = logging.getLogger(__name__)
 

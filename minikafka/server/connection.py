@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from minikafka.server import metrics
 from protocol import (
     MalformedRequest,
     ProtocolError,
@@ -27,7 +28,6 @@ from protocol import (
     parse_request,
 )
 from protocol.framing import FrameDecoder
-from minikafka.server import metrics
 
 log = logging.getLogger(__name__)
 

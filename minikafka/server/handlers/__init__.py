@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
-from protocol import Request
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers import (
     api_versions,
@@ -21,6 +20,7 @@ from minikafka.server.handlers import (
     offset_for_leader_epoch,
     produce,
 )
+from protocol import Request
 
 HandlerFn = Callable[[Request, BrokerContext], Awaitable[Any]]
 

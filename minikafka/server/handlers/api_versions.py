@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.server.context import BrokerContext
 from protocol import SUPPORTED_APIS, Request
 from protocol.errors import ErrorCode
-from minikafka.server.context import BrokerContext
 
 API_KEY = 18
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from protocol import Request
-from protocol.errors import ErrorCode
 from minikafka.server.context import BrokerContext
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
+from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 19
 

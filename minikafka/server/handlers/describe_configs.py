@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol import Request
-from protocol.errors import ErrorCode
 from minikafka.config import DEFINITIONS, ConfigSource, ConfigType, config_type_of, format_value
 from minikafka.server.context import BrokerContext
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
+from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 32
 TOPIC_RESOURCE = 2

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol import Request
-from protocol.errors import ErrorCode
 from minikafka.replica.replica_manager import FetchRequestPartition
 from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 1
 

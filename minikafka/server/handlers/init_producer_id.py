@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol import Request
-from protocol.errors import ErrorCode
 from minikafka.server.context import BrokerContext
 from minikafka.storage.errors import KafkaStorageError
+from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 22
 log = logging.getLogger(__name__)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from protocol import Request
-from protocol.errors import ErrorCode
 from minikafka.controller.embedded import INTERNAL_TOPICS, topic_name_error
 from minikafka.controller.metadata_store import TopicState
 from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)

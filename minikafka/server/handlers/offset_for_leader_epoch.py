@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol import Request
 from minikafka.server.context import BrokerContext
+from protocol import Request
 
 API_KEY = 23
 

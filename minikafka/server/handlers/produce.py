@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol import Request
-from protocol.errors import ErrorCode
 from minikafka.replica.replica_manager import ProduceResult, now_ms
 from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 0
 log = logging.getLogger(__name__)
