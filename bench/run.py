@@ -1,0 +1,177 @@
+"""`make bench`: throughput of a real minikafka broker with confluent-kafka, and the codec's cost.
+
+Starts its own broker (temporary log dirs, free ports; always stopped at the end), then for
+acks=1 and acks=all and 1 and 8 partitions: produces N uncompressed 1 KiB records into a fresh
+topic and reads them all back, timing each. Prints a markdown table, then runs
+bench/bench_codec.py (the protocol codec's cost per request) and prints its report.
+
+Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--skip-codec]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import confluent_kafka  # noqa: E402
+
+from tests.integration.broker_process import BrokerProcess  # noqa: E402
+from tests.integration.clients import create_topic  # noqa: E402
+
+MiB = 1024 * 1024
+
+
+@dataclass
+class Result:
+    operation: str
+    acks: str
+    partitions: int
+    records: int
+    payload_bytes: int
+    seconds: float
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.payload_bytes / MiB / self.seconds
+
+
+def produce(bootstrap: str, topic: str, partitions: int, records: int, record_bytes: int, acks: str,
+            timeout: float) -> Result:
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "enable.idempotence": False,
+        "compression.type": "none",
+        "linger.ms": 5,
+        "queue.buffering.max.kbytes": 256 * 1024,
+    })
+    value = bytes(record_bytes)
+    failures: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None and len(failures) < 5:
+            failures.append(str(err))
+
+    producer.list_topics(topic, timeout=10)  # connect and learn leaders before the clock starts
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    remaining = producer.flush(timeout)
+    elapsed = time.perf_counter() - started
+    if remaining or failures:
+        raise RuntimeError(f"produce to {topic}: {remaining} undelivered, errors {failures}")
+    return Result("produce", acks, partitions, records, records * record_bytes, elapsed)
+
+
+def consume(bootstrap: str, topic: str, partitions: int, records: int, timeout: float) -> Result:
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "bench-never-committed",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "fetch.max.bytes": 50 * MiB,
+        "max.partition.fetch.bytes": 8 * MiB,
+    })
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                         for p in range(partitions)])
+        seen = 0
+        payload = 0
+        started = time.perf_counter()
+        deadline = started + timeout
+        while seen < records:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"consume from {topic}: {seen} of {records} records after {timeout}s")
+            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+                if msg.error() is not None:
+                    raise RuntimeError(f"consume from {topic}: {msg.error()}")
+                seen += 1
+                payload += len(msg.value())
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return Result("consume", "-", partitions, seen, payload, elapsed)
+
+
+def table(results: list[Result]) -> str:
+    lines = [
+        "| operation | acks | partitions | records | MiB/s | records/s | seconds |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(f"| {r.operation} | {r.acks} | {r.partitions} | {r.records} | {r.mib_per_s:.1f} | "
+                     f"{r.records_per_s:,.0f} | {r.seconds:.2f} |")
+    return "\n".join(lines)
+
+
+def run_codec_bench() -> str:
+    script = REPO_ROOT / "bench" / "bench_codec.py"
+    if not script.exists():
+        return "bench/bench_codec.py is not there yet: no codec figures."
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        return f"bench/bench_codec.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout.rstrip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000, help="records per produce run")
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--timeout", type=float, default=120.0, help="limit per run, seconds")
+    parser.add_argument("--skip-codec", action="store_true")
+    args = parser.parse_args(argv)
+
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="minikafka-bench-") as tmp:
+        broker = BrokerProcess(Path(tmp), overrides={"auto.create.topics.enable": "false"})
+        try:
+            broker.start()
+            for acks in ("1", "all"):
+                for partitions in (1, 8):
+                    topic = f"bench-acks{acks}-p{partitions}"
+                    create_topic(broker.bootstrap, topic, partitions)
+                    result = produce(broker.bootstrap, topic, partitions, args.records, args.record_bytes, acks,
+                                     args.timeout)
+                    results.append(result)
+                    print(f"produced {topic}: {result.mib_per_s:.1f} MiB/s", file=sys.stderr, flush=True)
+                    results.append(consume(broker.bootstrap, topic, partitions, args.records, args.timeout))
+                    print(f"consumed {topic}: {results[-1].mib_per_s:.1f} MiB/s", file=sys.stderr, flush=True)
+        except BaseException:
+            print(broker.stderr_text(5000), file=sys.stderr)
+            raise
+        finally:
+            broker.close()
+
+    print(f"## minikafka broker throughput (confluent-kafka {confluent_kafka.version()}, "
+          f"librdkafka {confluent_kafka.libversion()[0]}, Python {platform.python_version()}, "
+          f"{platform.machine()})\n")
+    print(f"{args.records} records of {args.record_bytes} B per run, uncompressed, linger.ms=5, one broker "
+          f"with two log dirs on {platform.node() or 'this host'}; consume reads the topic just produced.\n")
+    print(table(results))
+    if not args.skip_codec:
+        print("\n## codec cost per request (bench/bench_codec.py)\n")
+        print(run_codec_bench())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
