@@ -245,6 +245,7 @@ class Log:
     def _rebuild_producer_state(self) -> None:
         """Newest snapshot at or below the log end, plus a replay of the batches after it."""
         self.producer_state.delete_snapshots_above(self._leo)
+        self.producer_state.remove_stray_snapshots(self._bases)
         snapshot = self.producer_state.load_latest_snapshot(self._leo)
         start = max(snapshot if snapshot is not None else 0, self.segments[0].base_offset)
         if start >= self._leo:
@@ -379,7 +380,7 @@ class Log:
         base = self._leo if base_offset is None else base_offset
         if active.size == 0 and active.base_offset == base:
             return active
-        active.on_become_inactive()
+        active.on_become_inactive(flush=True)
         self._flush_segments()
         segment = Segment.create(self.dir_path, base, self.guard, self.config.index_interval_bytes)
         self.segments.append(segment)

@@ -250,6 +250,19 @@ class ProducerStateManager:
                 except FileNotFoundError:
                     pass
 
+    def remove_stray_snapshots(self, segment_bases: list[int]) -> None:
+        """Keep the snapshots taken at segment rolls plus the newest one (a clean shutdown's);
+        older snapshots at other offsets would only pile up across restarts."""
+        bases = set(segment_bases)
+        offsets = self.snapshot_offsets()
+        for stale in offsets[:-1]:
+            if stale not in bases:
+                with self.guard:
+                    try:
+                        os.unlink(os.path.join(self.dir_path, snapshot_file_name(stale)))
+                    except FileNotFoundError:
+                        pass
+
     def delete_snapshots_above(self, offset: int) -> None:
         for stale in self.snapshot_offsets():
             if stale > offset:

@@ -378,11 +378,14 @@ class Segment:
         """Whether ``last_offset`` is still expressible as an int32 relative to the base."""
         return last_offset - self.base_offset <= INT32_MAX
 
-    def on_become_inactive(self) -> None:
-        """Record the segment's max timestamp in the time index (retention reads it) and drop fds."""
+    def on_become_inactive(self, flush: bool = False) -> None:
+        """Record the segment's max timestamp in the time index (retention reads it), fsync
+        everything if asked, and drop the index fds."""
         self._ensure_loaded()
         if self._max_timestamp >= 0:
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        if flush:
+            self.flush()
         self.offset_index.file.close()
         self.time_index.file.close()
         # Lagging consumers of an old segment can afford an index lookup; free the memory.

@@ -166,3 +166,20 @@ def test_follower_replay_keeps_leader_offsets(make_log):
     assert [b.producer_id for b in decode_batches(read_all(follower))] == [PID, PID]
     # Had the follower to take over, it recognises the producer's retry.
     assert produce(follower, 2).duplicate
+
+
+def test_shutdown_snapshots_do_not_pile_up(make_log):
+    log = make_log(LogConfig(segment_bytes=700))
+    for restart in range(4):
+        for seq in range(4 * restart, 4 * restart + 4, 2):
+            produce(log, seq)
+        log.flush()
+        log.take_producer_snapshot()
+        log.close()
+        log = open_log(log.dir_path, LogConfig(segment_bytes=700), clean=True)
+    snapshots = sorted(int(n[:20]) for n in os.listdir(log.dir_path) if n.endswith(".snapshot"))
+    bases = [s.base_offset for s in log.segments]
+    assert snapshots[-1] == log.log_end_offset
+    assert all(offset in bases for offset in snapshots[:-1])
+    assert produce(log, 14).duplicate
+    log.close()
