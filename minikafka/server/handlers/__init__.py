@@ -1,40 +1,32 @@
-"""One module per API. Each has ``API_KEY`` and ``async def handle(request, ctx)`` returning the
-whole response body (or None for a produce with acks=0)."""
+"""One module per API (or per small family of APIs).
+
+A handler module declares ``API_KEY`` (or ``API_KEYS``) and ``async def handle(request, ctx)``
+returning the whole response body (or None for a produce with acks=0). Adding an API is adding
+a module here: every module of this package is collected, so nothing else lists them.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Awaitable, Callable
-from types import ModuleType
 from typing import Any
 
-from minikafka.server.context import BrokerContext
-from minikafka.server.handlers import (
-    api_versions,
-    create_topics,
-    describe_cluster,
-    describe_configs,
-    fetch,
-    init_producer_id,
-    list_offsets,
-    metadata,
-    offset_for_leader_epoch,
-    produce,
-)
 from protocol import Request
 
-HandlerFn = Callable[[Request, BrokerContext], Awaitable[Any]]
+HandlerFn = Callable[[Request, Any], Awaitable[Any]]
 
-_MODULES: list[ModuleType] = [
-    api_versions,
-    create_topics,
-    describe_cluster,
-    describe_configs,
-    fetch,
-    init_producer_id,
-    list_offsets,
-    metadata,
-    offset_for_leader_epoch,
-    produce,
-]
 
-HANDLERS: dict[int, HandlerFn] = {module.API_KEY: module.handle for module in _MODULES}
+def _collect() -> dict[int, HandlerFn]:
+    handlers: dict[int, HandlerFn] = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        keys = getattr(module, "API_KEYS", None) or ([module.API_KEY] if hasattr(module, "API_KEY") else [])
+        for key in keys:
+            if key in handlers:
+                raise ValueError(f"two handler modules serve API key {key}")
+            handlers[key] = module.handle
+    return handlers
+
+
+HANDLERS: dict[int, HandlerFn] = _collect()
