@@ -405,24 +405,46 @@ def read_array_length(io: _io.BytesIO, compact: bool, nullable: bool) -> int:
     return length
 
 
-def array_length_bytes(items: Any, compact: bool) -> bytes:
-    length = len(items)
-    return uvarint_bytes(length + 1) if compact else _I32.pack(length)
-
-
 def null_array_bytes(compact: bool, nullable: bool) -> bytes:
     if not nullable:
         raise EncodeError("array is not nullable in this version")
     return b"\x00" if compact else _NULL_I32
 
 
-def read_fixed_array(io: _io.BytesIO, fmt: str, size: int, count: int) -> list[Any]:
-    data = read_exact(io, size * count, "array")
-    return list(struct.unpack(f">{count}{fmt}", data))
+_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+_CACHED_ARRAY_COUNTS = 256
 
 
-def fixed_array_bytes(fmt: str, items: Any) -> bytes:
-    return struct.pack(f">{len(items)}{fmt}", *items)
+def _array_struct(fmt: str, count: int) -> struct.Struct:
+    packer = _ARRAY_STRUCTS.get((fmt, count))
+    if packer is None:
+        packer = struct.Struct(f">{count}{fmt}")
+        if count <= _CACHED_ARRAY_COUNTS:
+            _ARRAY_STRUCTS[(fmt, count)] = packer
+    return packer
+
+
+def read_fixed_array(
+    io: _io.BytesIO, fmt: str, size: int, compact: bool, nullable: bool
+) -> list[Any] | None:
+    """A whole array of fixed-width elements (count included), None when null."""
+    count = read_array_length(io, compact, nullable)
+    if count < 0:
+        return None
+    return list(_array_struct(fmt, count).unpack(read_exact(io, size * count, "array")))
+
+
+def write_fixed_array(io: _io.BytesIO, items: Any, fmt: str, compact: bool, nullable: bool) -> None:
+    """A whole array of fixed-width elements (count included), or null for None."""
+    if items is None:
+        io.write(null_array_bytes(compact, nullable))
+        return
+    count = len(items)
+    if compact:
+        io.write(_UVARINT_ONE_BYTE[count + 1] if count < 0x7F else uvarint_bytes(count + 1))
+    else:
+        io.write(_I32.pack(count))
+    io.write(_array_struct(fmt, count).pack(*items))
 
 
 def read_tagged_section(io: _io.BytesIO, first: bytes) -> dict[int, bytes]:
@@ -495,11 +517,9 @@ _RUNTIME = (
     "EncodeError",
     "Message",
     "ZERO_UUID",
-    "array_length_bytes",
     "check_tag_end",
     "check_tag_order",
     "finish_uvarint",
-    "fixed_array_bytes",
     "merge_unknown_tags",
     "null_array_bytes",
     "read_array_length",
@@ -529,6 +549,7 @@ _RUNTIME = (
     "write_compact_nullable_bytes",
     "write_compact_nullable_string",
     "write_compact_string",
+    "write_fixed_array",
     "write_nullable_bytes",
     "write_nullable_string",
     "write_records",
@@ -718,49 +739,45 @@ class Array(WireType):
     def __repr__(self) -> str:
         return f"<array of {self.element!r} compact={self.compact} nullable={self.nullable}>"
 
-    def _function_name(self, code: CodeGen, action: str) -> str:
-        if isinstance(self.element, FixedPrimitive):
-            # Same source for every array of this element type: one shared function.
-            return f"{action}_array_of_{self.element.kind}_{self.compact}_{self.nullable}"
-        return f"{action}_array_{code.allocateId()}"
-
     def _emitparse(self, code: CodeGen) -> str:
         _import_runtime(code)
-        fname = self._function_name(code, "parse")
         element = self.element
         if isinstance(element, FixedPrimitive):
-            items = f"read_fixed_array(io, {element.fmt!r}, {element.size}, count)"
-        else:
-            items = f"[{element._compileparse(code)} for _ in range(count)]"
+            return (
+                f"read_fixed_array(io, {element.fmt!r}, {element.size}, {self.compact}, {self.nullable})"
+            )
+        fname = f"parse_array_{code.allocateId()}"
         code.append(
             "\n".join([
                 f"def {fname}(io, this):",
                 f"    count = read_array_length(io, {self.compact}, {self.nullable})",
                 "    if count < 0:",
                 "        return None",
-                f"    return {items}",
+                f"    return [{element._compileparse(code)} for _ in range(count)]",
             ])
         )
         return f"{fname}(io, this)"
 
     def _emitbuild(self, code: CodeGen) -> str:
         _import_runtime(code)
-        fname = self._function_name(code, "build")
         element = self.element
-        lines = [
-            f"def {fname}(obj, io, this):",
-            "    if obj is None:",
-            f"        io.write(null_array_bytes({self.compact}, {self.nullable}))",
-            "        return",
-            "    items = obj",
-            f"    io.write(array_length_bytes(items, {self.compact}))",
-        ]
         if isinstance(element, FixedPrimitive):
-            lines.append(f"    io.write(fixed_array_bytes({element.fmt!r}, items))")
-        else:
-            lines.append("    for obj in items:")
-            lines.append(f"        {element._compilebuild(code)}")
-        code.append("\n".join(lines))
+            return f"write_fixed_array(io, obj, {element.fmt!r}, {self.compact}, {self.nullable})"
+        fname = f"build_array_{code.allocateId()}"
+        count = "uvarint_bytes(len(items) + 1)" if self.compact else "fixed_count.pack(len(items))"
+        code.append("fixed_count = struct.Struct('>i')")
+        code.append(
+            "\n".join([
+                f"def {fname}(obj, io, this):",
+                "    if obj is None:",
+                f"        io.write(null_array_bytes({self.compact}, {self.nullable}))",
+                "        return",
+                "    items = obj",
+                f"    io.write({count})",
+                "    for obj in items:",
+                f"        {element._compilebuild(code)}",
+            ])
+        )
         return f"{fname}(obj, io, this)"
 
 
@@ -1021,8 +1038,11 @@ class MessageStruct(WireType):
             )
         lines.append(f"    unknown = {unknown}")
         lines.append("    if unknown:")
-        lines.append("        tags = merge_unknown_tags(tags, unknown)")
-        lines.append("    write_tagged_section(io, tags)")
+        lines.append("        write_tagged_section(io, merge_unknown_tags(tags, unknown))")
+        lines.append("    elif tags:")
+        lines.append("        write_tagged_section(io, tags)")
+        lines.append("    else:")
+        lines.append("        io.write(b'\\x00')")
         return lines
 
 
