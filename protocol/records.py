@@ -71,6 +71,8 @@ class UnsupportedMagic(ValueError):
 
 @dataclass(slots=True)
 class BatchHeader:
+    """The decoded 61-byte header of one v2 batch; a plain value, owned by whoever parsed it."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int

@@ -54,6 +54,9 @@ _STALE_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".swap", ".cleaned")
 
 @dataclass
 class LogConfig:
+    """Per-topic storage settings (Kafka's topic config names, snake_cased); a value object
+    built by the broker's topic-config code and handed to Log / LogManager."""
+
     segment_bytes: int = 1 << 30
     segment_ms: int = 7 * 24 * 3600 * 1000
     retention_ms: int = 7 * 24 * 3600 * 1000
@@ -77,6 +80,9 @@ class LogConfig:
 
 @dataclass(slots=True)
 class AppendResult:
+    """What an append stored: offsets of the first and last record, the LogAppendTime stamp
+    (-1 under CreateTime), and whether it was a producer retry that stored nothing."""
+
     base_offset: int
     last_offset: int
     log_append_time_ms: int
@@ -88,6 +94,9 @@ class AppendResult:
 
 @dataclass(slots=True)
 class ReadResult:
+    """A read's slice (owned by the caller, who must close it) and the log's offsets at the
+    time of the read."""
+
     records: FileSlice | None
     high_watermark: int
     log_start_offset: int

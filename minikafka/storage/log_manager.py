@@ -211,9 +211,11 @@ class LogManager:
                 raise InconsistentMetadataError(f"{path}: malformed directory.id {props['directory.id']!r}") from exc
         if directory_id in self.directory_ids.values():
             raise InconsistentMetadataError(f"{path}: directory.id {directory_id} is used by another log dir")
+        # Kafka reads node.id from a version-1 file and broker.id from version 0: write both.
         wanted = {
             "version": META_PROPERTIES_VERSION,
             "broker.id": str(self.broker_id),
+            "node.id": str(self.broker_id),
             "cluster.id": self.cluster_id,
         }
         if directory_id is None:

@@ -39,6 +39,8 @@ class CorruptSnapshotError(ValueError):
 
 @dataclass(slots=True, frozen=True)
 class BatchMetadata:
+    """Sequence and offset range of one stored batch of an idempotent producer."""
+
     first_seq: int
     last_seq: int
     first_offset: int
@@ -48,6 +50,8 @@ class BatchMetadata:
 
 @dataclass(slots=True)
 class ProducerEntry:
+    """One producer id's current epoch and its last few batches; owned by ProducerStateManager."""
+
     producer_id: int
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES_PER_PRODUCER))

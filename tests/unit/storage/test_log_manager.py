@@ -56,7 +56,7 @@ def test_startup_creates_dirs_with_meta_properties_and_lock(dirs, managers):
         with open(os.path.join(log_dir, "meta.properties")) as handle:
             props = parse_properties(handle.read())
         assert props["version"] == "1"
-        assert props["broker.id"] == "3"
+        assert props["broker.id"] == props["node.id"] == "3"
         assert props["cluster.id"] == "cluster-x"
         assert len(props["directory.id"]) == 22
         assert uuid_from_base64(props["directory.id"]) == manager.directory_ids[log_dir]
