@@ -68,25 +68,29 @@ class FrameDecoder:
         frames: list[bytes] = []
         start = 0
         available = len(buffer)
-        while available - start >= 4:
-            (size,) = _SIZE.unpack_from(buffer, start)
-            if size < 0 or size > self.max_frame_size:
-                del buffer[:]
-                if size < 0:
-                    self._failure = MalformedFrame(f"negative frame size {size}", frames)
-                else:
-                    self._failure = FrameTooLarge(
-                        f"frame of {size} bytes exceeds the maximum of {self.max_frame_size}", frames
-                    )
-                raise self._failure
-            end = start + 4 + size
-            if end > available:
-                break
-            frames.append(bytes(buffer[start + 4 : end]))
-            start = end
+        # One copy per frame: slices of the view, not of the bytearray.
+        with memoryview(buffer) as view:
+            while available - start >= 4:
+                (size,) = _SIZE.unpack_from(view, start)
+                if size < 0 or size > self.max_frame_size:
+                    self._failure = self._bad_size(size, frames)
+                    break
+                end = start + 4 + size
+                if end > available:
+                    break
+                frames.append(bytes(view[start + 4 : end]))
+                start = end
+        if self._failure is not None:
+            del buffer[:]
+            raise self._failure
         if start:
             del buffer[:start]
         return frames
+
+    def _bad_size(self, size: int, frames: list[bytes]) -> FrameError:
+        if size < 0:
+            return MalformedFrame(f"negative frame size {size}", frames)
+        return FrameTooLarge(f"frame of {size} bytes exceeds the maximum of {self.max_frame_size}", frames)
 
 
 def frame(payload: bytes) -> bytes:

@@ -12,8 +12,9 @@ never consulted. Emitted code imports its helpers from this module (the `_RUNTIM
 names below); they raise `DecodeError` for bytes that cannot be the expected value and
 `EncodeError` for Python values that cannot be written.
 
-Nothing here holds state between calls: the classes are immutable schema nodes,
-shared freely between threads.
+Nothing here holds state between calls besides caches (a wire type's own compiled
+form, packers of fixed-width arrays): the classes are immutable schema nodes, shared
+freely between threads.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import io as _io
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast
 
 from construct import CodeGen, Construct
 
@@ -37,7 +38,6 @@ class EncodeError(ProtocolError):
     """A Python value that cannot be written as the wire type its field declares."""
 
 
-@runtime_checkable
 class FileRegion(Protocol):
     """`size` bytes of record data that the caller sends itself (e.g. with sendfile).
 
@@ -412,15 +412,15 @@ def null_array_bytes(compact: bool, nullable: bool) -> bytes:
 
 
 _ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
-_CACHED_ARRAY_COUNTS = 256
+# Longer arrays go element by element: a struct format with a count of n allocates a
+# table of n entries, which a hostile count must not be able to trigger.
+_WHOLE_ARRAY_COUNT = 256
 
 
 def _array_struct(fmt: str, count: int) -> struct.Struct:
     packer = _ARRAY_STRUCTS.get((fmt, count))
     if packer is None:
-        packer = struct.Struct(f">{count}{fmt}")
-        if count <= _CACHED_ARRAY_COUNTS:
-            _ARRAY_STRUCTS[(fmt, count)] = packer
+        packer = _ARRAY_STRUCTS[(fmt, count)] = struct.Struct(f">{count}{fmt}")
     return packer
 
 
@@ -431,7 +431,10 @@ def read_fixed_array(
     count = read_array_length(io, compact, nullable)
     if count < 0:
         return None
-    return list(_array_struct(fmt, count).unpack(read_exact(io, size * count, "array")))
+    data = read_exact(io, size * count, "array")
+    if count <= _WHOLE_ARRAY_COUNT:
+        return list(_array_struct(fmt, count).unpack(data))
+    return [value for (value,) in struct.iter_unpack(">" + fmt, data)]
 
 
 def write_fixed_array(io: _io.BytesIO, items: Any, fmt: str, compact: bool, nullable: bool) -> None:
@@ -444,7 +447,10 @@ def write_fixed_array(io: _io.BytesIO, items: Any, fmt: str, compact: bool, null
         io.write(_UVARINT_ONE_BYTE[count + 1] if count < 0x7F else uvarint_bytes(count + 1))
     else:
         io.write(_I32.pack(count))
-    io.write(_array_struct(fmt, count).pack(*items))
+    if count <= _WHOLE_ARRAY_COUNT:
+        io.write(_array_struct(fmt, count).pack(*items))
+    else:
+        io.write(b"".join(map(_array_struct(fmt, 1).pack, items)))
 
 
 def read_tagged_section(io: _io.BytesIO, first: bytes) -> dict[int, bytes]:
@@ -511,10 +517,7 @@ def read_struct_presence(io: _io.BytesIO) -> bool:
 
 
 _RUNTIME = (
-    "BytesIO_",
     "UUID_",
-    "DecodeError",
-    "EncodeError",
     "Message",
     "ZERO_UUID",
     "check_tag_end",
@@ -556,7 +559,6 @@ _RUNTIME = (
     "write_string",
     "write_tagged_section",
 )
-BytesIO_ = _io.BytesIO
 UUID_ = uuid.UUID
 
 
@@ -588,6 +590,10 @@ class WireType(Construct):
         self._compiled_form().buildfunc(obj, stream, context)
         return obj
 
+    def min_size(self) -> int:
+        """The fewest bytes any value of this type takes on the wire."""
+        raise NotImplementedError
+
     def _emitparse(self, code: CodeGen) -> str:
         raise NotImplementedError
 
@@ -612,6 +618,9 @@ class FixedPrimitive(WireType):
         return f"<{self.kind}>"
 
     def _sizeof(self, context: Any, path: Any) -> int:
+        return self.size
+
+    def min_size(self) -> int:
         return self.size
 
     def struct_name(self, code: CodeGen) -> str:
@@ -639,11 +648,15 @@ Bool = FixedPrimitive("bool", "?")
 class _HelperType(WireType):
     """A type whose parse and build are one call to a runtime helper each."""
 
-    def __init__(self, kind: str, reader: str, writer: str) -> None:
+    def __init__(self, kind: str, reader: str, writer: str, smallest: int) -> None:
         super().__init__()
         self.kind = kind
         self.reader = reader
         self.writer = writer
+        self.smallest = smallest
+
+    def min_size(self) -> int:
+        return self.smallest
 
     def __repr__(self) -> str:
         return f"<{self.kind}>"
@@ -665,22 +678,22 @@ class _EncodedValueType(_HelperType):
         return f"io.write({self.writer}(obj))"
 
 
-UnsignedVarInt = _EncodedValueType("uvarint", "read_uvarint", "uvarint_bytes")
-VarInt = _EncodedValueType("varint", "read_varint", "varint_bytes")
-VarLong = _EncodedValueType("varlong", "read_varlong", "varlong_bytes")
-Uuid = _EncodedValueType("uuid", "read_uuid", "uuid_bytes")
+UnsignedVarInt = _EncodedValueType("uvarint", "read_uvarint", "uvarint_bytes", 1)
+VarInt = _EncodedValueType("varint", "read_varint", "varint_bytes", 1)
+VarLong = _EncodedValueType("varlong", "read_varlong", "varlong_bytes", 1)
+Uuid = _EncodedValueType("uuid", "read_uuid", "uuid_bytes", 16)
 
-String = _HelperType("string", "read_string", "write_string")
-NullableString = _HelperType("nullable_string", "read_nullable_string", "write_nullable_string")
-CompactString = _HelperType("compact_string", "read_compact_string", "write_compact_string")
+String = _HelperType("string", "read_string", "write_string", 2)
+NullableString = _HelperType("nullable_string", "read_nullable_string", "write_nullable_string", 2)
+CompactString = _HelperType("compact_string", "read_compact_string", "write_compact_string", 1)
 CompactNullableString = _HelperType(
-    "compact_nullable_string", "read_compact_nullable_string", "write_compact_nullable_string"
+    "compact_nullable_string", "read_compact_nullable_string", "write_compact_nullable_string", 1
 )
-Bytes = _HelperType("bytes", "read_bytes", "write_bytes")
-NullableBytes = _HelperType("nullable_bytes", "read_nullable_bytes", "write_nullable_bytes")
-CompactBytes = _HelperType("compact_bytes", "read_compact_bytes", "write_compact_bytes")
+Bytes = _HelperType("bytes", "read_bytes", "write_bytes", 4)
+NullableBytes = _HelperType("nullable_bytes", "read_nullable_bytes", "write_nullable_bytes", 4)
+CompactBytes = _HelperType("compact_bytes", "read_compact_bytes", "write_compact_bytes", 1)
 CompactNullableBytes = _HelperType(
-    "compact_nullable_bytes", "read_compact_nullable_bytes", "write_compact_nullable_bytes"
+    "compact_nullable_bytes", "read_compact_nullable_bytes", "write_compact_nullable_bytes", 1
 )
 
 
@@ -712,6 +725,9 @@ class Records(WireType):
     def __repr__(self) -> str:
         return f"<records compact={self.compact} nullable={self.nullable}>"
 
+    def min_size(self) -> int:
+        return 1 if self.compact else 4
+
     def _emitparse(self, code: CodeGen) -> str:
         return bytes_type(self.compact, self.nullable)._emitparse(code)
 
@@ -732,12 +748,19 @@ class Array(WireType):
 
     def __init__(self, element: WireType, compact: bool, nullable: bool) -> None:
         super().__init__()
+        if element.min_size() < 1:
+            # Parsing relies on every element consuming input: a hostile count then
+            # ends at the first short read instead of building elements from nothing.
+            raise ValueError(f"array elements must take at least one byte: {element!r}")
         self.element = element
         self.compact = compact
         self.nullable = nullable
 
     def __repr__(self) -> str:
         return f"<array of {self.element!r} compact={self.compact} nullable={self.nullable}>"
+
+    def min_size(self) -> int:
+        return 1 if self.compact else 4
 
     def _emitparse(self, code: CodeGen) -> str:
         _import_runtime(code)
@@ -790,6 +813,9 @@ class TaggedFields(WireType):
 
     def __repr__(self) -> str:
         return "<tagged fields>"
+
+    def min_size(self) -> int:
+        return 1
 
     def _emitparse(self, code: CodeGen) -> str:
         _import_runtime(code)
@@ -887,6 +913,9 @@ class MessageStruct(WireType):
     def __repr__(self) -> str:
         return f"<struct {self.struct_name}>"
 
+    def min_size(self) -> int:
+        return sum(f.wire.min_size() for f in self.fields) + (0 if self.tagged is None else 1)
+
     def _runs(self) -> list[list[MessageField]]:
         """Consecutive fixed-width fields grouped, everything else alone."""
         runs: list[list[MessageField]] = []
@@ -902,7 +931,7 @@ class MessageStruct(WireType):
         return runs
 
     def _run_struct(self, code: CodeGen, run: list[MessageField]) -> tuple[str, int]:
-        fmt = "".join(f.wire.fmt for f in run)  # type: ignore[attr-defined]
+        fmt = "".join(cast(FixedPrimitive, f.wire).fmt for f in run)
         name = f"fixed_run_{fmt.replace('?', 'B_')}"
         code.append(f"{name} = struct.Struct('>{fmt}')")
         return name, struct.calcsize(">" + fmt)
@@ -1055,6 +1084,9 @@ class NullableStruct(WireType):
 
     def __repr__(self) -> str:
         return f"<nullable {self.struct!r}>"
+
+    def min_size(self) -> int:
+        return 1
 
     def _emitparse(self, code: CodeGen) -> str:
         _import_runtime(code)

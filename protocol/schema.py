@@ -212,15 +212,11 @@ def _check_tags(where: str, fields: Sequence[Field], version: int, flexible: boo
         raise ValueError(f"{where}: duplicate tags {tags} in version {version}")
 
 
-def _struct_name(field: Field) -> str:
-    return field.element_type
-
-
-def default_at(field: Field, version: int) -> Any:
+def default_at(field: Field, version: int, wire: WireType | None = None) -> Any:
     """The value a field takes at `version` when the caller or the wire leaves it out.
 
-    A struct's default is its `MessageStruct`, standing for a fresh Message of its
-    own defaults.
+    The default of a struct is a `MessageStruct` (its `wire` when given), standing
+    for a fresh Message of the struct's own defaults.
     """
     if field.default is not MISSING:
         return field.default
@@ -229,16 +225,17 @@ def default_at(field: Field, version: int) -> Any:
     if field.is_array:
         return []
     if field.is_struct:
-        return message_struct(_struct_name(field), field.fields, version, flexible=False)
+        if isinstance(wire, MessageStruct):
+            return wire
+        return message_struct(field.element_type, field.fields, version, flexible=False)
     return _ZEROES[field.type]
 
 
 def _absent_default(field: Field, version: int) -> Any:
-    """What a parsed Message holds for a field its version does not have."""
-    if field.default is not MISSING:
-        return field.default
-    if field.is_struct and not field.is_array:
-        return message_struct(_struct_name(field), field.fields, version, flexible=False)
+    """What a parsed Message holds for a field its version does not have: for a struct,
+    its fields' absent defaults; otherwise the default of the field's newest version."""
+    if field.is_struct and not field.is_array and field.default is MISSING:
+        return message_struct(field.element_type, field.fields, version, flexible=False)
     return default_at(field, field.newest_version())
 
 
@@ -284,12 +281,12 @@ def message_struct(
             absent.append((field.name, _absent_default(field, version)))
             continue
         wire = wire_type(field, version, flexible)
-        default = default_at(field, version)
-        if field.is_struct and not field.is_array and isinstance(default, MessageStruct):
-            # The default of a struct field is the struct itself, in this version's layout.
-            default = wire if isinstance(wire, MessageStruct) else default
         entry = MessageField(
-            field.name, wire, default, tag=field.tag, nullable=field.nullable_at(version)
+            field.name,
+            wire,
+            default_at(field, version, wire),
+            tag=field.tag,
+            nullable=field.nullable_at(version),
         )
         if flexible and field.tagged_at(version):
             tagged.append(entry)

@@ -344,3 +344,29 @@ def test_records_accept_bytes_null_and_regions() -> None:
         records_type(False, False).compile().build(None)
     with pytest.raises(EncodeError):
         classic.build(12)
+
+
+def test_long_fixed_arrays_round_trip_element_by_element() -> None:
+    values = list(range(-500, 500))
+    encoded = Array(Int64, True, False).compile().build(values)
+    assert encoded[:2] == b"\xe9\x07" and len(encoded) == 2 + 8 * 1000
+    assert Array(Int64, True, False).compile().parse(encoded) == values
+    assert Array(Bool, False, False).compile().parse(b"\x00\x00\x01\x2c" + b"\x01" * 300) == [True] * 300
+
+
+def test_hostile_array_counts_fail_on_the_short_read() -> None:
+    # Fixed-width reads inside structs surface a short read as struct.error (the
+    # message layer turns both into its own errors); nothing is allocated up front.
+    pair = MessageStruct("Pair", [MessageField("a", Int8, 0)], tagged=None)
+    for element in (Int32, Int64, pair, String):
+        with pytest.raises((DecodeError, struct.error)):
+            Array(element, False, False).compile().parse(b"\x7f\xff\xff\xff" + b"\x00" * 64)
+        with pytest.raises((DecodeError, struct.error)):
+            Array(element, True, False).compile().parse(b"\xff\xff\xff\xff\x0f" + b"\x00" * 64)
+
+
+def test_arrays_of_elements_that_take_no_bytes_are_refused() -> None:
+    empty = MessageStruct("Empty", [], tagged=None)
+    with pytest.raises(ValueError, match="at least one byte"):
+        Array(empty, False, False)
+    assert Array(MessageStruct("Flexible", [], tagged=[]), True, False).min_size() == 1

@@ -224,6 +224,15 @@ def test_invalid_utf8_and_bad_lengths_in_the_body() -> None:
             parse_request(header + body)
 
 
+def test_hostile_array_count_is_a_malformed_request() -> None:
+    header = struct.pack(">hhi", METADATA, 8, 1) + b"\xff\xff"
+    with pytest.raises(MalformedRequest):
+        parse_request(header + b"\x7f\xff\xff\xff" + b"\x00\x01x" * 10)
+    fetch = struct.pack(">hhi", FETCH, 4, 1) + b"\xff\xff" + bytes(17) + b"\x7f\xff\xff\xff"
+    with pytest.raises(MalformedRequest):
+        parse_request(fetch)
+
+
 def test_out_of_order_tagged_fields_in_the_body() -> None:
     header = struct.pack(">hhi", METADATA, 9, 1) + b"\xff\xff" + b"\x00"
     body = b"\x01" + b"\x01\x00\x00" + b"\x02" + b"\x05\x00" + b"\x01\x00"
