@@ -13,7 +13,8 @@ _SIZE = struct.Struct(">i")
 
 
 class ProtocolError(Exception):
-    """Base of every error raised by the `protocol` package for bad wire data."""
+    """Base of every error the `protocol` package raises: bytes that are not valid Kafka
+    wire data, or values that cannot be written as such."""
 
 
 class FrameError(ProtocolError):

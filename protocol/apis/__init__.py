@@ -1,7 +1,24 @@
 """One module per Kafka API, each declaring `API`, an `ApiDefinition`.
 
 Adding an API is adding a module here: `all_apis()` imports every module of this
-package and collects their `API`s, so nothing else needs to list them.
+package and collects their `API`s, so nothing else needs to list them. A module is
+Kafka's JSON message definition written in `protocol.schema`'s terms, names in
+snake_case, e.g.:
+
+    API = ApiDefinition(
+        key=29, name="DescribeAcls", versions="1-3", flexible="2+",
+        request=[Field("resource_type_filter", "int8", "0+"), ...],
+        response=[
+            Field("throttle_time_ms", "int32", "0+"),
+            Field("resources", "[]DescribeAclsResource", "0+", fields=[
+                Field("name", "string", "0+"),
+                Field("pattern_type", "int8", "1+", default=3),
+            ]),
+        ],
+    )
+
+tests/unit/protocol checks every module against Kafka's definitions shipped with
+kafka-python and against kafka-python's encoder, for every version.
 """
 
 from __future__ import annotations
