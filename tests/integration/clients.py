@@ -133,7 +133,7 @@ def kafka_python_produce(
     **config: object,
 ) -> list[tuple[int, int]]:
     """Produce (key, value) pairs with kafka-python's defaults (idempotent, acks=all)."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **{"linger_ms": 5, **config})
     try:
         futures = [producer.send(topic, key=key, value=value, partition=partition) for key, value in records]
         producer.flush(timeout)

@@ -172,9 +172,18 @@ def _exchange(address: tuple[str, int], case: Case) -> Outcome:
     return outcome
 
 
+def _describe_head(payload: bytes) -> str:
+    """The API key and version the first frame claims, for failure messages."""
+    if len(payload) < 8:
+        return "no header"
+    size, key, version = struct.unpack_from(">ihh", payload, 0)
+    names = {k: n for n, k in API_KEYS.items()}
+    return f"size {size}, api {names.get(key, key)} v{version}"
+
+
 def _judge(outcome: Outcome) -> str | None:
     if outcome.ending == "timeout":
-        return "no response and no close within the timeout (hang)"
+        return f"neither answered nor closed {CONNECTION_TIMEOUT:.0f}s after the client half-closed (hang)"
     if outcome.ending == "torn":
         return "connection ended inside a response frame"
     got = [cid for cid, _ in outcome.responses]
@@ -378,7 +387,8 @@ def test_broken_frames_never_hang_or_hurt_the_broker(fuzz_broker: BrokerProcess)
     problems = [o for o in outcomes if o.problem]
     summary = Counter((o.case.kind.split("-v")[0], o.problem) for o in problems)
     examples = "\n".join(
-        f"  {o.case.kind}: {o.problem}; ending={o.ending}; payload[:64]={o.case.payload[:64].hex()}"
+        f"  {o.case.kind} ({_describe_head(o.case.payload)}): {o.problem}; ending={o.ending}; "
+        f"payload[:64]={o.case.payload[:64].hex()}"
         for o in problems[:10])
     assert not problems, f"{len(problems)} of {len(outcomes)} connections misbehaved: {dict(summary)}\n{examples}"
     endings = Counter(o.ending for o in outcomes)

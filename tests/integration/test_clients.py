@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -137,10 +138,24 @@ def _versions_used(before: dict[tuple[str, int], int], after: dict[tuple[str, in
     return used
 
 
+def _settled_versions(broker: BrokerProcess, window: float = 0.7, timeout: float = 15.0) -> dict[tuple[str, int], int]:
+    """The counters once no request arrived for `window` seconds: a long-poll Fetch of a client
+    closed a moment ago can still land, and must not be charged to the next client."""
+    deadline = time.monotonic() + timeout
+    current = broker.request_versions()
+    while time.monotonic() < deadline:
+        time.sleep(window)
+        latest = broker.request_versions()
+        if latest == current:
+            return latest
+        current = latest
+    raise TimeoutError(f"broker request counters still moving after {timeout}s")
+
+
 def _run_measured(broker: BrokerProcess, action: Callable[[], None]) -> dict[str, set[int]]:
-    before = broker.request_versions()
+    before = _settled_versions(broker)
     action()
-    return _versions_used(before, broker.request_versions())
+    return _versions_used(before, _settled_versions(broker))
 
 
 def _broker_max(broker: BrokerProcess) -> dict[str, int]:
