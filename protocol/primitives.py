@@ -159,17 +159,24 @@ def read_uvarint(io: _io.BytesIO) -> int:
     return finish_uvarint(io, io.read(1))
 
 
-def uvarint_bytes(value: int) -> bytes:
-    if 0 <= value < 0x80:
+def _base128(value: int) -> bytes:
+    """Little-endian groups of 7 bits, high bit set on all but the last (value >= 0)."""
+    if value < 0x80:
         return _UVARINT_ONE_BYTE[value]
-    if not 0 <= value <= 0xFFFFFFFF:
-        raise EncodeError(f"unsigned varint out of range: {value!r}")
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def uvarint_bytes(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _UVARINT_ONE_BYTE[value]
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise EncodeError(f"unsigned varint out of range: {value!r}")
+    return _base128(value)
 
 
 def _read_zigzag(io: _io.BytesIO, bits: int, what: str) -> int:
@@ -198,18 +205,7 @@ def read_varlong(io: _io.BytesIO) -> int:
 def _zigzag_bytes(value: int, bits: int) -> bytes:
     if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
         raise EncodeError(f"value out of range for a {bits}-bit varint: {value!r}")
-    return uvarint_bytes_unbounded((value << 1) ^ (value >> (bits - 1)))
-
-
-def uvarint_bytes_unbounded(value: int) -> bytes:
-    if value < 0x80:
-        return _UVARINT_ONE_BYTE[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return _base128((value << 1) ^ (value >> (bits - 1)))
 
 
 def varint_bytes(value: int) -> bytes:
