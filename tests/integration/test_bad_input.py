@@ -406,3 +406,48 @@ def test_broken_frames_never_hang_or_hurt_the_broker(fuzz_broker: BrokerProcess)
         assert len(read) == len(before) + len(after)
         for (key, value), position in zip(before + after, before_acks + after_acks, strict=True):
             assert got[position] == (key, value), f"record at {position} changed"
+
+
+def _closed_within(sock: socket.socket, timeout: float) -> bool:
+    """True if the peer closes (EOF or reset) within `timeout`, discarding anything it sends."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return False
+
+
+def test_oversized_frame_is_refused_from_its_size_alone(fuzz_broker: BrokerProcess) -> None:
+    """The broker must not wait for (or buffer) a body larger than socket.request.max.bytes."""
+    with socket.create_connection(fuzz_broker.address, timeout=5) as sock:
+        sock.sendall(struct.pack(">i", MAX_FRAME + 1) + SENTINEL[4:])
+        assert _closed_within(sock, 5.0), "connection still open 5s after announcing an oversized frame"
+    with socket.create_connection(fuzz_broker.address, timeout=5) as sock:
+        sock.sendall(struct.pack(">i", -5))
+        assert _closed_within(sock, 5.0), "connection still open 5s after a negative frame size"
+    with fuzz_broker.wire() as wire:
+        assert wire.api_versions(version=0).error_code == 0
+
+
+@pytest.mark.parametrize("offset_from_max", [1, 2, 100])
+def test_unsupported_api_versions_gets_error_35_with_v0_body(fuzz_broker: BrokerProcess, offset_from_max: int) -> None:
+    top = fuzz_broker.advertised_versions()[18][1]
+    version = min(top + offset_from_max, 32767)
+    frame = bytearray(_encode(_request_makers()["ApiVersions"](), 3, 77))
+    struct.pack_into(">h", frame, 6, version)
+    with fuzz_broker.wire() as wire:
+        wire.send_raw(bytes(frame))
+        body = wire.recv_frame()
+        response = ApiVersionsResponse.decode(body, version=0, header=True)
+        assert response.header.correlation_id == 77
+        assert response.error_code == 35
+        listed = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        assert listed.get(18, (0, -1))[1] == top, listed
+        # The connection stays usable: the client now retries at a version both support.
+        assert wire.api_versions(version=min(top, 3)).error_code == 0

@@ -34,7 +34,7 @@ def test_segments_decode_with_kafka_python(small_segment_broker: BrokerProcess) 
         acks = confluent_produce(broker.bootstrap, TOPIC, records, partition=0, compression_type=codec,
                                  batch_size=16_384)
         sent.update({k: (v, codec, off) for (k, v), (_p, off) in zip(records, acks, strict=True)})
-    for codec in ("none", "gzip", "zstd"):
+    for codec in ("none", "gzip", "lz4", "zstd"):
         records = [(f"kp-{codec}-{i}".encode(), (f"{codec} {i} " + "python " * 30).encode()) for i in range(300)]
         acks = kafka_python_produce(broker.bootstrap, TOPIC, records, partition=0, batch_size=16_384,
                                     compression_type=None if codec == "none" else codec)
@@ -65,12 +65,12 @@ def test_segments_decode_with_kafka_python(small_segment_broker: BrokerProcess) 
             for record in batch:
                 key = bytes(record.key)
                 codec = next(c for c in CODEC_IDS if key.decode().split("-")[1] == c)
-                # librdkafka only compresses with LZ4 when the broker lists FindCoordinator in
-                # ApiVersions (its proxy for "Kafka >= 0.8.2"); otherwise it sends LZ4 batches raw.
-                assert batch.compression_type == CODEC_IDS[codec], (
-                    f"record {key!r} stored with codec {batch.compression_type}, produced with {codec}"
-                    + (" (librdkafka sends LZ4 uncompressed unless ApiVersions lists FindCoordinator)"
-                       if codec == "lz4" and key.startswith(b"ck-") else ""))
+                if key.startswith(b"ck-lz4"):
+                    # librdkafka may send these raw; test_librdkafka_lz4_batches_are_stored_compressed
+                    assert batch.compression_type in (0, CODEC_IDS["lz4"])
+                else:
+                    assert batch.compression_type == CODEC_IDS[codec], (
+                        f"record {key!r} stored with codec {batch.compression_type}, produced with {codec}")
                 found[key] = (bytes(record.value), codec, record.offset)
                 batch_offsets.append(record.offset)
             assert batch_offsets == list(range(batch.base_offset, batch.last_offset + 1)), (
@@ -78,3 +78,24 @@ def test_segments_decode_with_kafka_python(small_segment_broker: BrokerProcess) 
             offsets += batch_offsets
     assert offsets == list(range(len(offsets))), "offsets in the segments are not contiguous from 0"
     assert found == sent
+
+
+def _stored_codecs(broker: BrokerProcess, partition_name: str) -> set[int]:
+    partition_dir = broker.partition_dirs()[partition_name] / partition_name
+    codecs = set()
+    for segment in sorted(partition_dir.glob("*.log")):
+        records = MemoryRecords(segment.read_bytes())
+        while records.has_next():
+            codecs.add(records.next_batch().compression_type)
+    return codecs
+
+
+def test_librdkafka_lz4_batches_are_stored_compressed(broker: BrokerProcess) -> None:
+    """librdkafka enables LZ4 only when ApiVersions lists FindCoordinator (its sign of a broker
+    newer than 0.8.2); without it every LZ4 batch silently goes out uncompressed."""
+    create_topic(broker.bootstrap, "lz4-check", 1)
+    records = [(f"lz4-{i}".encode(), b"compressible " * 40) for i in range(200)]
+    confluent_produce(broker.bootstrap, "lz4-check", records, partition=0, compression_type="lz4")
+    assert _stored_codecs(broker, "lz4-check-0") == {CODEC_IDS["lz4"]}, (
+        "confluent-kafka's LZ4 batches reached the log uncompressed; does ApiVersions list FindCoordinator "
+        f"(key 10)? advertised keys: {sorted(broker.advertised_versions())}")
