@@ -58,6 +58,17 @@ def wait_until(condition, timeout: float, interval: float = 0.05, what: str = "c
         time.sleep(interval)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL it if the test process dies abruptly
+    (e.g. a hard timeout), so no broker outlives its test run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 class BrokerNotReady(RuntimeError):
     """The broker did not become ready, or died; the message carries its stderr."""
 
@@ -146,7 +157,9 @@ class BrokerProcess:
     """One minikafka broker process with its own port, metrics port, log dirs and stderr file.
 
     Owned by the test or fixture that created it. `restart()` keeps port and dirs, so clients
-    reconnect to the same address. `close()` always runs in fixture teardown.
+    reconnect to the same address. `close()` always runs in fixture teardown. Call `start()`
+    from a thread that outlives the broker (the test's own): Linux ties the child's life to the
+    thread that started it.
     """
 
     def __init__(
@@ -201,6 +214,7 @@ class BrokerProcess:
             env = dict(os.environ, PYTHONUNBUFFERED="1")
             self.process = subprocess.Popen(
                 self.command(), cwd=self.root, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         _live_brokers.add(self)
         try:
