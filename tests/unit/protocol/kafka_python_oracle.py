@@ -25,6 +25,8 @@ def our_name(field: Any, top_level: bool) -> str:
     DescribeCluster into "authorized_operations" bitfields (sets of bit numbers).
     """
     if field.name == "authorized_operations" and field.type_str == "bitfield":
+        if field._json.get("name") == "AuthorizedOperations":
+            return field.name  # DescribeGroups: typed as a bitfield but not renamed
         return "cluster_authorized_operations" if top_level else "topic_authorized_operations"
     return field.name
 

@@ -151,6 +151,22 @@ def test_supported_apis_table() -> None:
         23: ("OffsetForLeaderEpoch", 2, 4, 4),
         32: ("DescribeConfigs", 1, 4, 4),
         60: ("DescribeCluster", 0, 2, 0),
+        8: ("OffsetCommit", 2, 10, 8),
+        9: ("OffsetFetch", 1, 10, 6),
+        10: ("FindCoordinator", 0, 6, 3),
+        11: ("JoinGroup", 0, 9, 6),
+        12: ("Heartbeat", 0, 4, 4),
+        13: ("LeaveGroup", 0, 5, 4),
+        14: ("SyncGroup", 0, 5, 4),
+        15: ("DescribeGroups", 0, 6, 5),
+        16: ("ListGroups", 0, 5, 3),
+        20: ("DeleteTopics", 1, 6, 4),
+        21: ("DeleteRecords", 0, 2, 2),
+        33: ("AlterConfigs", 0, 2, 2),
+        37: ("CreatePartitions", 0, 3, 2),
+        42: ("DeleteGroups", 0, 2, 2),
+        44: ("IncrementalAlterConfigs", 0, 1, 1),
+        47: ("OffsetDelete", 0, 0, None),
     }
     got = {
         key: (spec.name, spec.min_version, spec.max_version, spec.first_flexible)
