@@ -1,0 +1,177 @@
+"""Individual records of magic v2 batches, and whole uncompressed batches (sans-IO).
+
+The produce and fetch paths never come here: they move batches as opaque bytes
+(`protocol.records` reads only batch headers). This codec serves the broker's own
+internal topics, whose records the broker writes and reads back itself (the group
+coordinator's `__consumer_offsets`). Compressed batches are refused, not decoded.
+
+Record layout inside a batch (varints are zigzag-encoded):
+
+    length varint, attributes int8, timestamp_delta varlong, offset_delta varint,
+    key_length varint (-1: null), key, value_length varint (-1: null), value,
+    header_count varint, then per header: key_length varint, key (UTF-8),
+    value_length varint (-1: null), value
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from .primitives import DecodeError, read_varint, read_varlong, varint_bytes, varlong_bytes
+from .records import (
+    BATCH_HEADER_SIZE,
+    CRC_START,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchHeader,
+    Buffer,
+    CorruptRecordError,
+    iter_batches,
+    validate_batch,
+)
+
+__all__ = [
+    "CompressedBatchError",
+    "NewRecord",
+    "Record",
+    "decode_batch_records",
+    "decode_records",
+    "encode_batch",
+    "encode_record",
+]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_NULL_LENGTH = varint_bytes(-1)
+
+
+class CompressedBatchError(CorruptRecordError):
+    """A compressed batch reached a decoder that only reads uncompressed ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecord:
+    """A record to encode: offsets and timestamps are given by its batch."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A decoded record with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def _length_prefixed(data: bytes | None) -> bytes:
+    if data is None:
+        return _NULL_LENGTH
+    return varint_bytes(len(data)) + data
+
+
+def encode_record(
+    offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+) -> bytes:
+    """One record, length prefix included."""
+    parts = [b"\x00", varlong_bytes(timestamp_delta), varint_bytes(offset_delta),
+             _length_prefixed(key), _length_prefixed(value), varint_bytes(len(headers))]
+    for header_key, header_value in headers:
+        parts.append(_length_prefixed(header_key.encode("utf-8")))
+        parts.append(_length_prefixed(header_value))
+    body = b"".join(parts)
+    return varint_bytes(len(body)) + body
+
+
+def encode_batch(
+    records: Sequence[NewRecord], timestamp_ms: int, *, base_offset: int = 0, partition_leader_epoch: int = -1,
+    producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
+) -> bytes:
+    """An uncompressed v2 batch with CreateTime `timestamp_ms` on every record.
+
+    The broker's log assigns the real base offset and leader epoch on append; the values
+    given here only matter to a reader of the bytes as they are.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    body = b"".join(encode_record(delta, 0, r.key, r.value, r.headers) for delta, r in enumerate(records))
+    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
+    buf = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, 0, len(records) - 1,
+        timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
+    )
+    buf += body
+    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[CRC_START:]))
+    return bytes(buf)
+
+
+def _read_bytes(stream: io.BytesIO, what: str) -> bytes | None:
+    length = read_varint(stream)
+    if length < 0:
+        if length != -1:
+            raise DecodeError(f"negative {what} length {length}")
+        return None
+    data = stream.read(length)
+    if len(data) != length:
+        raise DecodeError(f"truncated {what}")
+    return data
+
+
+def decode_batch_records(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
+    """The records of the (already validated) uncompressed batch at `pos`."""
+    if header.compression:
+        raise CompressedBatchError(
+            f"record batch at offset {header.base_offset} is compressed (codec {header.compression})")
+    end = pos + header.size
+    stream = io.BytesIO(bytes(buf[pos + BATCH_HEADER_SIZE : end]))
+    records: list[Record] = []
+    try:
+        for _ in range(header.records_count):
+            length = read_varint(stream)
+            start = stream.tell()
+            stream.read(1)  # attributes: unused by v2 records
+            timestamp_delta = read_varlong(stream)
+            offset_delta = read_varint(stream)
+            key = _read_bytes(stream, "record key")
+            value = _read_bytes(stream, "record value")
+            header_count = read_varint(stream)
+            if header_count < 0:
+                raise DecodeError(f"negative header count {header_count}")
+            headers = []
+            for _ in range(header_count):
+                raw_key = _read_bytes(stream, "header key")
+                if raw_key is None:
+                    raise DecodeError("null header key")
+                headers.append((raw_key.decode("utf-8"), _read_bytes(stream, "header value")))
+            if stream.tell() - start != length:
+                raise DecodeError(f"record length {length} does not match its fields")
+            records.append(Record(header.base_offset + offset_delta, header.base_timestamp + timestamp_delta,
+                                  key, value, tuple(headers)))
+    except (DecodeError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(f"record batch at offset {header.base_offset}: {exc}") from exc
+    if stream.tell() != end - pos - BATCH_HEADER_SIZE:
+        raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its records")
+    return records
+
+
+def decode_records(buf: Buffer) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Every whole batch of `buf` with its records; a trailing partial batch is ignored.
+
+    Each batch is checked (magic, CRC) before its records are read; a defect raises
+    CorruptRecordError, a compressed batch CompressedBatchError.
+    """
+    for pos, header in iter_batches(buf):
+        validate_batch(buf, pos, header, exact_count=False)
+        yield header, decode_batch_records(buf, pos, header)
