@@ -23,6 +23,7 @@ from minikafka.storage.errors import (
 )
 from minikafka.storage.log import FileSlice, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
+from minikafka.waits import client_gone, wait_released
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, UnsupportedMagic
 
@@ -182,7 +183,7 @@ class ReplicaManager:
             results = self._read(requests, max_bytes)
             total = sum(r.size for r in results)
             remaining = deadline - loop.time()
-            if (total >= min_bytes or remaining <= 0 or not requests
+            if (total >= min_bytes or remaining <= 0 or not requests or client_gone()
                     or any(r.error != ErrorCode.NONE for r in results)):
                 return results
             for r in results:
@@ -227,9 +228,7 @@ class ReplicaManager:
         for tp in keys:
             self._waiters.setdefault(tp, set()).add(future)
         try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
+            await wait_released(future, timeout)
         finally:
             for tp in keys:
                 waiters = self._waiters.get(tp)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from minikafka.server import metrics
+from minikafka.waits import CURRENT_SCOPE, WaitScope
 from protocol import (
     MalformedRequest,
     ProtocolError,
@@ -52,24 +53,31 @@ class Connection:
         self._decoder = FrameDecoder(max_frame_size)
         self._pending: asyncio.Queue[asyncio.Future[ResponseParts] | None] = asyncio.Queue(max_in_flight)
         self.close_reason: str | None = None
+        self._waits = WaitScope()
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
+        CURRENT_SCOPE.set(self._waits)  # inherited by every request task started below
         writer = loop.create_task(self._write_loop())
         try:
             await self._read_loop()
         except (ConnectionError, OSError) as exc:
-            self.close_reason = self.close_reason or f"connection error: {exc}"
+            self.close_reason = f"connection error: {exc}"
         except ProtocolError as exc:
             self.close_reason = f"bad frame: {exc}"
             log.warning("closing connection from %s: %s", self.peer, self.close_reason)
+        except asyncio.CancelledError:  # broker shutdown: drop what is in flight
+            self.close_reason = "broker shutting down"
+            writer.cancel()
+            self._drain_pending()
+            raise
         finally:
+            # The requests already received are answered (waits end at once), then the socket closes.
             self.close_reason = self.close_reason or "closed by client"
-            await self._pending.put(None)
-            try:
-                await writer
-            except (ConnectionError, OSError):
-                pass
+            self._waits.release_all()
+            if not writer.done():
+                await self._pending.put(None)
+            await asyncio.gather(writer, return_exceptions=True)
             self._close_socket()
 
     async def _read_loop(self) -> None:
@@ -124,15 +132,16 @@ class Connection:
             try:
                 await self._send(loop, parts)
             finally:
-                for part in parts:
-                    if not isinstance(part, bytes | bytearray | memoryview):
-                        part.close()
+                _close_regions(parts)
 
     def _drain_pending(self) -> None:
         while not self._pending.empty():
             future = self._pending.get_nowait()
-            if future is not None:
-                future.cancel()
+            if future is None:
+                continue
+            if future.done() and not future.cancelled() and future.exception() is None:
+                _close_regions(future.result())
+            future.cancel()
 
     async def _send(self, loop: asyncio.AbstractEventLoop, parts: ResponseParts) -> None:
         buffered: list[bytes] = []
@@ -171,6 +180,12 @@ class Connection:
     def _close_socket(self) -> None:
         self._shutdown_socket()
         self.sock.close()
+
+
+def _close_regions(parts: ResponseParts) -> None:
+    for part in parts:
+        if not isinstance(part, bytes | bytearray | memoryview):
+            part.close()
 
 
 def _done(loop: asyncio.AbstractEventLoop, parts: ResponseParts) -> asyncio.Future[ResponseParts]:
