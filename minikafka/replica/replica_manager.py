@@ -133,9 +133,9 @@ class ReplicaManager:
             self.partitions[(topic, index)] = partition
         else:
             partition.log.update_config(config)
-        if leader_epoch > partition.leader_epoch or partition.log.end_offset_for_epoch(leader_epoch)[0] < 0:
-            partition.leader_epoch = leader_epoch
-            partition.log.assign_epoch(leader_epoch, partition.log.log_end_offset)
+        partition.leader_epoch = max(partition.leader_epoch, leader_epoch)
+        # A no-op when the log already knows this epoch (a restart), news otherwise.
+        partition.log.assign_epoch(partition.leader_epoch, partition.log.log_end_offset)
         return partition
 
     def update_config(self, topic: str, config: LogConfig) -> None:
