@@ -2,15 +2,16 @@
 
 Starts its own broker (temporary log dirs, free ports; always stopped at the end), then for
 acks=1 and acks=all and 1 and 8 partitions: produces N uncompressed 1 KiB records into a fresh
-topic and reads them all back, timing each. Prints a markdown table, then runs
+topic and reads them all back, timing each; every configuration runs R times, interleaved. Prints a markdown table, then runs
 bench/bench_codec.py (the protocol codec's cost per request) and prints its report.
 
-Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--skip-codec]
+Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import platform
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, record_by
     return Result("produce", acks, partitions, records, records * record_bytes, elapsed)
 
 
-def consume(bootstrap: str, topic: str, partitions: int, records: int, timeout: float) -> Result:
+def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str, timeout: float) -> Result:
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "bench-never-committed",
@@ -91,6 +92,10 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, timeout: 
         "max.partition.fetch.bytes": 8 * MiB,
     })
     try:
+        # Connect and learn leaders and offsets before the clock starts.
+        consumer.list_topics(topic, timeout=10)
+        for p in range(partitions):
+            consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)
         consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                          for p in range(partitions)])
         seen = 0
@@ -108,17 +113,23 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, timeout: 
         elapsed = time.perf_counter() - started
     finally:
         consumer.close()
-    return Result("consume", "-", partitions, seen, payload, elapsed)
+    return Result("consume", acks, partitions, seen, payload, elapsed)
 
 
 def table(results: list[Result]) -> str:
-    lines = [
-        "| operation | acks | partitions | records | MiB/s | records/s | seconds |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
+    """One row per (operation, acks, partitions): the median run, and the spread of all runs."""
+    groups: dict[tuple[str, str, int], list[Result]] = {}
     for r in results:
-        lines.append(f"| {r.operation} | {r.acks} | {r.partitions} | {r.records} | {r.mib_per_s:.1f} | "
-                     f"{r.records_per_s:,.0f} | {r.seconds:.2f} |")
+        groups.setdefault((r.operation, r.acks, r.partitions), []).append(r)
+    lines = [
+        "| operation | acks | partitions | records/run | runs | MiB/s (median) | records/s (median) | MiB/s min-max |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (operation, acks, partitions), runs in groups.items():
+        runs = sorted(runs, key=lambda r: r.mib_per_s)
+        mid = runs[len(runs) // 2]
+        lines.append(f"| {operation} | {acks} | {partitions} | {mid.records} | {len(runs)} | {mid.mib_per_s:.1f} | "
+                     f"{mid.records_per_s:,.0f} | {runs[0].mib_per_s:.1f}-{runs[-1].mib_per_s:.1f} |")
     return "\n".join(lines)
 
 
@@ -136,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per produce run")
     parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per configuration (median reported)")
     parser.add_argument("--timeout", type=float, default=120.0, help="limit per run, seconds")
     parser.add_argument("--skip-codec", action="store_true")
     args = parser.parse_args(argv)
@@ -145,16 +157,15 @@ def main(argv: list[str] | None = None) -> int:
         broker = BrokerProcess(Path(tmp), overrides={"auto.create.topics.enable": "false"})
         try:
             broker.start()
-            for acks in ("1", "all"):
-                for partitions in (1, 8):
-                    topic = f"bench-acks{acks}-p{partitions}"
-                    create_topic(broker.bootstrap, topic, partitions)
-                    result = produce(broker.bootstrap, topic, partitions, args.records, args.record_bytes, acks,
-                                     args.timeout)
-                    results.append(result)
-                    print(f"produced {topic}: {result.mib_per_s:.1f} MiB/s", file=sys.stderr, flush=True)
-                    results.append(consume(broker.bootstrap, topic, partitions, args.records, args.timeout))
-                    print(f"consumed {topic}: {results[-1].mib_per_s:.1f} MiB/s", file=sys.stderr, flush=True)
+            for run, acks, partitions in itertools.product(range(args.repeat), ("1", "all"), (1, 8)):
+                topic = f"bench-acks{acks}-p{partitions}-run{run}"
+                create_topic(broker.bootstrap, topic, partitions)
+                result = produce(broker.bootstrap, topic, partitions, args.records, args.record_bytes, acks,
+                                 args.timeout)
+                results.append(result)
+                print(f"produced {topic}: {result.mib_per_s:.1f} MiB/s", file=sys.stderr, flush=True)
+                results.append(consume(broker.bootstrap, topic, partitions, args.records, acks, args.timeout))
+                print(f"consumed {topic}: {results[-1].mib_per_s:.1f} MiB/s", file=sys.stderr, flush=True)
         except BaseException:
             print(broker.stderr_text(5000), file=sys.stderr)
             raise
@@ -165,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
           f"librdkafka {confluent_kafka.libversion()[0]}, Python {platform.python_version()}, "
           f"{platform.machine()})\n")
     print(f"{args.records} records of {args.record_bytes} B per run, uncompressed, linger.ms=5, one broker "
-          f"with two log dirs on {platform.node() or 'this host'}; consume reads the topic just produced.\n")
+          f"with two log dirs on {platform.node() or 'this host'}; consume reads the topic just produced (acks is "
+          "the topic's producer setting).\n")
     print(table(results))
     if not args.skip_codec:
         print("\n## codec cost per request (bench/bench_codec.py)\n")
-        print(run_codec_bench())
+        print("```\n" + run_codec_bench() + "\n```")
     return 0
 
 
