@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until(condition, timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
+def wait_until(condition: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
     """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last_error: BaseException | None = None
@@ -335,10 +335,6 @@ class BrokerProcess:
 
     def __repr__(self) -> str:
         return f"BrokerProcess(port={self.port}, dirs={[str(d) for d in self.log_dirs]})"
-
-
-def live_brokers() -> Iterator[BrokerProcess]:
-    return iter(list(_live_brokers))
 
 
 @atexit.register
