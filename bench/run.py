@@ -33,6 +33,8 @@ MiB = 1024 * 1024
 
 @dataclass
 class Result:
+    """The timing of one produce or consume run."""
+
     operation: str
     acks: str
     partitions: int

@@ -20,6 +20,8 @@ from kafka import TopicPartition as KpTopicPartition
 
 @dataclass(frozen=True, slots=True)
 class ReadRecord:
+    """One record as a consumer returned it; immutable, shared freely between threads."""
+
     partition: int
     offset: int
     key: bytes | None

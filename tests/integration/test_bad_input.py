@@ -103,6 +103,8 @@ SENTINEL = _encode(ApiVersionsRequest(), 0, SENTINEL_ID)
 
 @dataclass
 class ValidFrame:
+    """A well-formed request frame the broker advertises support for; the seed of mutations."""
+
     api: str
     api_key: int
     version: int
@@ -112,6 +114,8 @@ class ValidFrame:
 
 @dataclass
 class Case:
+    """What one connection sends; built once by the StormBuilder, then only read."""
+
     kind: str
     payload: bytes
     # Correlation ids that must be answered, in order, before any close (empty: anything goes).
@@ -121,6 +125,8 @@ class Case:
 
 @dataclass
 class Outcome:
+    """What one connection got back; made by the worker thread that ran the exchange."""
+
     case: Case
     responses: list[tuple[int, bytes]]
     ending: str  # "eof", "reset", "timeout", "torn"
