@@ -1,0 +1,85 @@
+"""Fixtures of the Spark data source tests: one SparkSession and one broker for the whole run.
+
+Spark's start-up (a JVM, then Python workers) costs seconds, so the session is shared by every
+test here; so is the broker, and each test uses topics of its own (`topic_name`). The broker's
+stderr is attached to any failed test's report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrameReader, SparkSession
+
+from minikafka.spark import local_session
+from tests.integration.broker_process import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+_BROKER: list[BrokerProcess] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for broker in _BROKER:
+            report.sections.append((f"broker stderr {broker.bootstrap}", broker.stderr_text()))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = local_session("minikafka-spark-tests", conf={
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        "spark.python.worker.reuse": "true",
+    })
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The broker every Spark test talks to (two log dirs, topics auto-created on produce)."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("spark-broker"))
+    _BROKER.append(broker)
+    try:
+        yield broker.start()
+    finally:
+        broker.close()
+        _BROKER.remove(broker)
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """topic_name(suffix) -> a topic name unique to this test."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name).strip("-")[:120]
+
+    def make(suffix: str = "") -> str:
+        return f"{base}-{suffix}" if suffix else base
+
+    return make
+
+
+@pytest.fixture
+def read_kafka(spark: SparkSession, kafka: BrokerProcess) -> Callable[..., DataFrameReader]:
+    """read_kafka(**options) -> spark.read.format("minikafka") with the broker and the options set."""
+
+    def make(**options: str) -> DataFrameReader:
+        reader = spark.read.format("minikafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader
+
+    return make
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"
