@@ -1,0 +1,1053 @@
+"""The group coordinator of the classic group protocol, and the groups' committed offsets.
+
+`GroupCoordinator` owns every group whose __consumer_offsets partition this broker leads:
+membership, generations, rebalances, assignments and committed offsets. Handlers call its
+methods; timers it schedules (session expiry, rebalance and sync deadlines, the initial
+join delay) call back into it. Every write goes to the GroupStore (the offsets topic)
+before memory changes, so what clients were told survives a crash. Event-loop thread only.
+
+The assignors run in the clients: the coordinator picks the protocol every member
+supports, elects a leader, hands the leader the members' metadata and everyone their
+part of the leader's assignment (eager and cooperative protocols look the same here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from minikafka.group.group import (
+    Group,
+    GroupState,
+    Member,
+    OffsetAndMetadata,
+    TimerHandle,
+    TopicPartition,
+)
+from minikafka.group.schemas import (
+    OffsetKey,
+    RecordFormatError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    offsets_partition_for,
+)
+from minikafka.waits import wait_released
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+KeyValue = tuple[bytes, bytes | None]
+CLASSIC_GROUP_TYPE = "classic"
+# Bounds a handler's wait for a rebalance; the coordinator answers long before (rebalance timeout).
+_MAX_WAIT_S = 3600.0
+
+
+# ---------------------------------------------------------------------------------------------
+# What the coordinator depends on.
+# ---------------------------------------------------------------------------------------------
+
+
+class Scheduler(Protocol):
+    def now_ms(self) -> int: ...
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle: ...
+
+
+class LoopScheduler:
+    """Timers on the running asyncio loop; wall-clock milliseconds for timestamps."""
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback)  # type: ignore[return-value]
+
+
+class GroupStore(Protocol):
+    """Where groups are persisted (OffsetsTopic in the broker, a fake in unit tests)."""
+
+    partition_count: int
+    dirty: dict[int, int]
+
+    @property
+    def exists(self) -> bool: ...
+
+    def ensure_exists(self) -> bool: ...
+
+    def status(self, partition: int) -> ErrorCode: ...
+
+    def append(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode: ...
+
+    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]: ...
+
+    def rewrite(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode: ...
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_group_size: int = 2**31 - 1
+    max_metadata_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    snapshot_min_dirty_records: int = 1000
+
+    @classmethod
+    def from_broker(cls, config: Any) -> CoordinatorConfig:
+        return cls(
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            max_group_size=config["group.max.size"],
+            max_metadata_bytes=config["offset.metadata.max.bytes"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+            snapshot_min_dirty_records=config["offsets.snapshot.min.dirty.records"],
+        )
+
+
+@dataclass(frozen=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool  # JoinGroup v4+: a new member first gets its id (MEMBER_ID_REQUIRED)
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+def join_error(error: ErrorCode, member_id: str = "") -> dict[str, Any]:
+    return {"error_code": error, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+            "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+
+def sync_error(error: ErrorCode) -> dict[str, Any]:
+    return {"error_code": error, "protocol_type": None, "protocol_name": None, "assignment": b""}
+
+
+def _resolve(future: asyncio.Future[dict[str, Any]] | None, result: dict[str, Any]) -> None:
+    if future is not None and not future.done():
+        future.set_result(result)
+
+
+async def _wait_for(future: asyncio.Future[dict[str, Any]], on_gone: dict[str, Any]) -> dict[str, Any]:
+    """The future's result, or `on_gone` at once if the client closed its connection meanwhile
+    (the member stays in the rebalance, as in Kafka; nobody reads the answer)."""
+    if not future.done():
+        waker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda _: waker.done() or waker.set_result(None))
+        await wait_released(waker, _MAX_WAIT_S)
+    if future.done() and not future.cancelled():
+        return future.result()
+    return on_gone
+
+
+class GroupCoordinator:
+    """Owns the groups (and their offsets) of the __consumer_offsets partitions this broker leads."""
+
+    def __init__(self, config: CoordinatorConfig, store: GroupStore, scheduler: Scheduler) -> None:
+        self.config = config
+        self.store = store
+        self.scheduler = scheduler
+        self.groups: dict[str, Group] = {}
+        self.loaded_partitions: set[int] = set()
+        self._next_compaction_check: dict[int, int] = {}
+
+    # -----------------------------------------------------------------------------------------
+    # Loading, availability, shutdown.
+    # -----------------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return offsets_partition_for(group_id, self.store.partition_count)
+
+    def load(self) -> None:
+        """Read every available partition of the offsets topic into memory (broker startup)."""
+        if not self.store.exists:
+            return
+        for partition in range(self.store.partition_count):
+            self._load_partition(partition)
+
+    def _load_partition(self, partition: int) -> None:
+        if self.store.status(partition) != ErrorCode.NONE:
+            log.error("groups of %s partition %d are unavailable: its log is offline", "__consumer_offsets", partition)
+            return
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        metadata: dict[str, Any] = {}
+        read = skipped = 0
+        for key, value in self.store.read(partition):
+            read += 1
+            try:
+                decoded = decode_key(key or b"")
+                if isinstance(decoded, OffsetKey):
+                    group_offsets = offsets.setdefault(decoded.group, {})
+                    tp = (decoded.topic, decoded.partition)
+                    if value is None:
+                        group_offsets.pop(tp, None)
+                    else:
+                        v = decode_offset_value(value)
+                        group_offsets[tp] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
+                                                              v.commit_timestamp, v.expire_timestamp)
+                else:
+                    metadata[decoded.group] = None if value is None else decode_group_value(value)
+            except RecordFormatError as exc:
+                skipped += 1
+                if skipped == 1:
+                    log.warning("__consumer_offsets-%d: skipping a record this coordinator cannot read: %s",
+                                partition, exc)
+        for group_id in set(offsets) | set(metadata):
+            value = metadata.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if value is None and not group_offsets:
+                continue
+            group = Group(group_id, partition=partition, offsets=group_offsets)
+            if value is not None:
+                self._restore(group, value)
+            self.groups[group_id] = group
+        self.loaded_partitions.add(partition)
+        live = len(self._live_records(partition))
+        self.store.dirty[partition] = max(read - live, 0)
+        if read:
+            log.info("loaded __consumer_offsets-%d: %d records, %d live, %d groups", partition, read, live,
+                     sum(1 for g in self.groups.values() if g.partition == partition))
+        self._maybe_compact(partition)
+
+    def _restore(self, group: Group, value: Any) -> None:
+        group.protocol_type = value.protocol_type or None
+        group.generation_id = value.generation
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        group.current_state_timestamp = value.current_state_timestamp
+        for m in value.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.rebalance_timeout if m.rebalance_timeout > 0 else m.session_timeout,
+                            m.session_timeout, value.protocol_type, [(value.protocol or "", bytes(m.subscription))],
+                            bytes(m.assignment))
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        if group.members:
+            # As Kafka does: a loaded group with members is Stable; members that are gone expire.
+            group.state = GroupState.STABLE
+            if group.leader_id not in group.members:
+                group.leader_id = next(iter(group.members))
+            for member in group.members.values():
+                self._arm_session(group, member)
+        else:
+            group.state = GroupState.EMPTY
+
+    def partition_error(self, group_id: str, create: bool = False) -> ErrorCode:
+        """NONE if this coordinator serves the group now; creates the offsets topic if `create`."""
+        if not self.store.exists and not (create and self.store.ensure_exists()):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(group_id)
+        status = self.store.status(partition)
+        if status != ErrorCode.NONE:
+            return status
+        if partition not in self.loaded_partitions:
+            self._load_partition(partition)
+        return ErrorCode.NONE
+
+    def on_log_dir_failure(self, log_dir: str, cause: Exception) -> None:
+        """A log dir failed: drop the groups of every offsets partition that went with it.
+
+        Called from inside the failing I/O call, so the work is done on the next loop turn."""
+        self.scheduler.call_later(0, self.unload_unavailable)
+
+    def unload_unavailable(self) -> None:
+        for partition in sorted(self.loaded_partitions):
+            if self.store.status(partition) == ErrorCode.NONE:
+                continue
+            self.loaded_partitions.discard(partition)
+            gone = [g for g in self.groups.values() if g.partition == partition]
+            for group in gone:
+                self._unload(group, ErrorCode.NOT_COORDINATOR)
+            log.error("__consumer_offsets-%d is offline: %d group(s) unloaded until it is back", partition, len(gone))
+
+    def shutdown(self) -> None:
+        """Answer every waiting join and sync with NOT_COORDINATOR and stop every timer."""
+        for group in list(self.groups.values()):
+            self._unload(group, ErrorCode.NOT_COORDINATOR)
+        self.loaded_partitions.clear()
+
+    def _unload(self, group: Group, error: ErrorCode) -> None:
+        _cancel(group.rebalance_timer)
+        group.rebalance_timer = None
+        for timer in group.pending_members.values():
+            _cancel(timer)
+        for member in group.members.values():
+            _cancel(member.session_timer)
+            member.session_timer = None
+            _resolve(member.join_future, join_error(error, member.member_id))
+            _resolve(member.sync_future, sync_error(error))
+            member.join_future = member.sync_future = None
+        group.state = GroupState.DEAD
+        self.groups.pop(group.group_id, None)
+
+    # -----------------------------------------------------------------------------------------
+    # JoinGroup.
+    # -----------------------------------------------------------------------------------------
+
+    async def join_group(self, req: JoinRequest) -> dict[str, Any]:
+        result = self._join(req)
+        if isinstance(result, dict):
+            return result
+        return await _wait_for(result, join_error(ErrorCode.REBALANCE_IN_PROGRESS, req.member_id))
+
+    def _join(self, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        if not req.group_id:
+            return join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
+        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
+            return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id)
+        error = self.partition_error(req.group_id, create=True)
+        if error != ErrorCode.NONE:
+            return join_error(error, req.member_id)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.member_id:
+                return join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
+            group = Group(req.group_id, partition=self.partition_for(req.group_id))
+            self.groups[req.group_id] = group
+        if group.state == GroupState.DEAD:
+            # Deleted meanwhile: the member looks the coordinator up again and retries.
+            return join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
+        if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):
+            return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+        if not req.member_id:
+            return self._join_new_member(group, req)
+        return self._join_known_member(group, req)
+
+    def _join_new_member(self, group: Group, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        instance_id = req.group_instance_id
+        if instance_id is not None and instance_id in group.static_members:
+            return self._rejoin_static_member(group, req)
+        if len(group.members) + len(group.pending_members) >= self.config.max_group_size:
+            return join_error(ErrorCode.GROUP_MAX_SIZE_REACHED)
+        member_id = f"{instance_id if instance_id is not None else req.client_id}-{uuid.uuid4()}"
+        if instance_id is None and req.require_known_member_id:
+            # KIP-394: the member gets its id first and must come back with it, so a client
+            # that times out and retries cannot leave ghost members behind.
+            group.pending_members[member_id] = self.scheduler.call_later(
+                req.session_timeout_ms, lambda: self._expire_pending(group, member_id))
+            return join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        return self._add_member_and_rebalance(group, req, member_id)
+
+    def _join_known_member(self, group: Group, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        member_id = req.member_id
+        if member_id in group.pending_members:
+            _cancel(group.pending_members.pop(member_id))
+            return self._add_member_and_rebalance(group, req, member_id)
+        error = self._member_error(group, member_id, req.group_instance_id)
+        if error != ErrorCode.NONE:
+            return join_error(error, member_id)
+        member = group.members[member_id]
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return self._update_member_and_rebalance(group, member, req, "member rejoined")
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            if member.same_protocols(req.protocols):
+                # It missed the JoinGroup answer of this generation: tell it again.
+                self._arm_session(group, member)
+                return self._join_response(group, member)
+            return self._update_member_and_rebalance(group, member, req, "member changed its protocols")
+        if group.state == GroupState.STABLE:
+            if group.is_leader(member_id):
+                # The leader rejoins to have the assignment redone (e.g. new partitions).
+                return self._update_member_and_rebalance(group, member, req, "the leader rejoined")
+            if not member.same_protocols(req.protocols):
+                return self._update_member_and_rebalance(group, member, req, "member changed its protocols")
+            self._arm_session(group, member)
+            return self._join_response(group, member, with_members=False)
+        return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+
+    def _rejoin_static_member(self, group: Group, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        """A static member came back with no member id (a restarted client): it takes over its old
+        identity under a new member id, and the old id is fenced."""
+        instance_id = req.group_instance_id
+        assert instance_id is not None
+        old_id = group.static_members[instance_id]
+        old = group.members[old_id]
+        new_id = f"{instance_id}-{uuid.uuid4()}"
+        old_leader = group.leader_id
+        _resolve(old.join_future, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        _resolve(old.sync_future, sync_error(ErrorCode.FENCED_INSTANCE_ID))
+        old.join_future = old.sync_future = None
+        _cancel(old.session_timer)
+        old.session_timer = None
+        del group.members[old_id]
+        old.member_id = new_id
+        group.members[new_id] = old
+        group.static_members[instance_id] = new_id
+        group.pending_sync.discard(old_id)
+        if old_leader == old_id:
+            group.leader_id = new_id
+        old_protocols, old_timeouts = old.protocols, (old.rebalance_timeout_ms, old.session_timeout_ms)
+        old.protocols = list(req.protocols)
+        old.rebalance_timeout_ms, old.session_timeout_ms = req.rebalance_timeout_ms, req.session_timeout_ms
+        old.client_id, old.client_host = req.client_id, req.client_host
+        log.info("static member %s of group %s rejoined as %s", instance_id, group.group_id, new_id)
+        if group.state == GroupState.STABLE:
+            if group.select_protocol() == group.protocol_name:
+                error = self._store_group(group)
+                if error != ErrorCode.NONE:
+                    # Undo, so that the old identity still matches what is stored.
+                    del group.members[new_id]
+                    old.member_id, old.protocols = old_id, old_protocols
+                    old.rebalance_timeout_ms, old.session_timeout_ms = old_timeouts
+                    group.members[old_id] = old
+                    group.static_members[instance_id] = old_id
+                    group.leader_id = old_leader
+                    self._arm_session(group, old)
+                    return join_error(error)
+                self._arm_session(group, old)
+                is_leader = group.is_leader(new_id)
+                response = self._join_response(group, old, with_members=is_leader)
+                # The old leader id tells a leader that rejoined to keep its assignment (Kafka's trick
+                # for clients before JoinGroup v9's skip_assignment).
+                response.update(leader=old_leader or "", skip_assignment=is_leader)
+                return response
+            return self._update_member_and_rebalance(group, old, req, "static member changed the group's protocol")
+        future = self._await_join(old)
+        self._prepare_rebalance(group, f"static member {instance_id} rejoined")
+        self._maybe_complete_join(group)
+        return future
+
+    def _add_member_and_rebalance(self, group: Group, req: JoinRequest,
+                                  member_id: str) -> asyncio.Future[dict[str, Any]]:
+        member = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
+                        req.session_timeout_ms, req.protocol_type, list(req.protocols))
+        group.members[member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member_id
+        if group.leader_id is None:
+            group.leader_id = member_id
+        if group.protocol_type is None:
+            group.protocol_type = req.protocol_type
+        future = self._await_join(member)
+        if group.state == GroupState.PREPARING_REBALANCE and group.initial_join_limit_ms >= 0:
+            # Each newcomer during the initial delay holds the first rebalance back a little more.
+            now = self.scheduler.now_ms()
+            group.join_deadline_ms = min(now + self.config.initial_rebalance_delay_ms, group.initial_join_limit_ms)
+        self._prepare_rebalance(group, f"adding new member {member_id}"
+                                + (f" ({req.reason})" if req.reason else ""))
+        self._maybe_complete_join(group)
+        return future
+
+    def _update_member_and_rebalance(self, group: Group, member: Member, req: JoinRequest,
+                                     reason: str) -> asyncio.Future[dict[str, Any]]:
+        member.protocols = list(req.protocols)
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        future = self._await_join(member)
+        self._prepare_rebalance(group, f"{reason}: {member.member_id}" + (f" ({req.reason})" if req.reason else ""))
+        self._maybe_complete_join(group)
+        return future
+
+    def _await_join(self, member: Member) -> asyncio.Future[dict[str, Any]]:
+        # A retried JoinGroup replaces the one still waiting; the old one gets a retriable error.
+        _resolve(member.join_future, join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        member.join_future = asyncio.get_running_loop().create_future()
+        return member.join_future
+
+    def _join_response(self, group: Group, member: Member, with_members: bool | None = None) -> dict[str, Any]:
+        if with_members is None:
+            with_members = group.is_leader(member.member_id)
+        members = []
+        if with_members:
+            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "metadata": m.metadata_for(group.protocol_name)} for m in group.members.values()]
+        return {"error_code": ErrorCode.NONE, "generation_id": group.generation_id,
+                "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
+                "leader": group.leader_id or "", "skip_assignment": False, "member_id": member.member_id,
+                "members": members}
+
+    # -----------------------------------------------------------------------------------------
+    # Rebalance state machine.
+    # -----------------------------------------------------------------------------------------
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            for member in group.members.values():
+                member.assignment = b""
+                if member.sync_future is not None:
+                    _resolve(member.sync_future, sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+                    member.sync_future = None
+                    self._arm_session(group, member)  # its session restarts with the answer
+        group.pending_sync.clear()
+        now = self.scheduler.now_ms()
+        first = group.state == GroupState.EMPTY and self.config.initial_rebalance_delay_ms > 0
+        log.info("preparing to rebalance group %s in state %s with old generation %d: %s",
+                 group.group_id, group.state.value, group.generation_id, reason)
+        group.state = GroupState.PREPARING_REBALANCE
+        group.current_state_timestamp = now
+        rebalance_timeout = group.max_rebalance_timeout_ms()
+        if first:
+            delay = self.config.initial_rebalance_delay_ms
+            group.initial_join_limit_ms = now + max(rebalance_timeout, delay)
+            group.join_deadline_ms = now + delay
+        else:
+            group.initial_join_limit_ms = -1
+            group.join_deadline_ms = now + rebalance_timeout
+        self._arm_rebalance_timer(group, self._on_join_deadline)
+
+    def _arm_rebalance_timer(self, group: Group, action: Callable[[Group, int], None]) -> None:
+        _cancel(group.rebalance_timer)
+        generation = group.generation_id
+        delay = group.join_deadline_ms - self.scheduler.now_ms()
+        group.rebalance_timer = self.scheduler.call_later(delay, lambda: action(group, generation))
+
+    def _on_join_deadline(self, group: Group, generation: int) -> None:
+        group.rebalance_timer = None
+        if self.groups.get(group.group_id) is not group or group.state != GroupState.PREPARING_REBALANCE:
+            return
+        now = self.scheduler.now_ms()
+        if now < group.join_deadline_ms:
+            self._arm_rebalance_timer(group, self._on_join_deadline)
+            return
+        if group.initial_join_limit_ms >= 0:
+            # The initial delay is over; from here on it is an ordinary rebalance.
+            limit = group.initial_join_limit_ms
+            group.initial_join_limit_ms = -1
+            if not group.all_members_joined() and now < limit:
+                group.join_deadline_ms = limit
+                self._arm_rebalance_timer(group, self._on_join_deadline)
+                return
+        self._complete_join(group)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if (group.state == GroupState.PREPARING_REBALANCE and group.initial_join_limit_ms < 0
+                and group.all_members_joined()):
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        _cancel(group.rebalance_timer)
+        group.rebalance_timer = None
+        for member in [m for m in group.members.values() if m.join_future is None]:
+            log.info("member %s of group %s did not rejoin in time; removed", member.member_id, group.group_id)
+            self._remove_member(group, member)
+        for timer in group.pending_members.values():
+            _cancel(timer)
+        group.pending_members.clear()
+        now = self.scheduler.now_ms()
+        group.generation_id += 1
+        group.current_state_timestamp = now
+        if group.is_empty:
+            group.state = GroupState.EMPTY
+            group.protocol_name = None
+            group.leader_id = None
+            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+            error = self._store_group(group)
+            if error != ErrorCode.NONE:
+                log.warning("could not store empty group %s: %s", group.group_id, error.name)
+            return
+        group.protocol_name = group.select_protocol()
+        group.protocol_type = next(iter(group.members.values())).protocol_type
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.state = GroupState.COMPLETING_REBALANCE
+        group.pending_sync = set(group.members)
+        log.info("stabilized group %s generation %d (%d members, protocol %s, leader %s)", group.group_id,
+                 group.generation_id, len(group.members), group.protocol_name, group.leader_id)
+        for member in group.members.values():
+            future, member.join_future = member.join_future, None
+            _resolve(future, self._join_response(group, member))
+            self._arm_session(group, member)
+        group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
+        self._arm_rebalance_timer(group, self._on_sync_deadline)
+
+    def _on_sync_deadline(self, group: Group, generation: int) -> None:
+        group.rebalance_timer = None
+        if (self.groups.get(group.group_id) is not group or group.state != GroupState.COMPLETING_REBALANCE
+                or group.generation_id != generation):
+            return
+        late = [group.members[m] for m in group.pending_sync if m in group.members]
+        for member in late:
+            log.info("member %s of group %s did not sync in time; removed", member.member_id, group.group_id)
+            self._remove_member(group, member)
+        self._prepare_rebalance(group, "members did not send SyncGroup in time")
+        self._maybe_complete_join(group)
+
+    def _remove_member(self, group: Group, member: Member, error: ErrorCode = ErrorCode.UNKNOWN_MEMBER_ID) -> None:
+        group.members.pop(member.member_id, None)
+        if member.group_instance_id is not None and group.static_members.get(member.group_instance_id) == member.member_id:
+            del group.static_members[member.group_instance_id]
+        group.pending_sync.discard(member.member_id)
+        _cancel(member.session_timer)
+        member.session_timer = None
+        _resolve(member.join_future, join_error(error, member.member_id))
+        _resolve(member.sync_future, sync_error(error))
+        member.join_future = member.sync_future = None
+        if group.leader_id == member.member_id:
+            group.leader_id = next(iter(group.members), None)
+
+    def _remove_member_and_update(self, group: Group, member: Member, reason: str) -> None:
+        self._remove_member(group, member)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, reason)
+        self._maybe_complete_join(group)
+
+    def _expire_pending(self, group: Group, member_id: str) -> None:
+        if group.pending_members.pop(member_id, None) is not None:
+            log.info("pending member %s of group %s never came back; forgotten", member_id, group.group_id)
+            self._maybe_complete_join(group)
+
+    # -----------------------------------------------------------------------------------------
+    # Sessions.
+    # -----------------------------------------------------------------------------------------
+
+    def _arm_session(self, group: Group, member: Member) -> None:
+        member.deadline_ms = self.scheduler.now_ms() + member.session_timeout_ms
+        if member.session_timer is None:
+            member.session_timer = self.scheduler.call_later(
+                member.session_timeout_ms, lambda: self._check_session(group, member))
+
+    def _check_session(self, group: Group, member: Member) -> None:
+        member.session_timer = None
+        if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
+            return
+        if member.join_future is not None or member.sync_future is not None:
+            return  # waiting on the coordinator itself; the rebalance deadlines bound that
+        remaining = member.deadline_ms - self.scheduler.now_ms()
+        if remaining > 0:
+            member.session_timer = self.scheduler.call_later(remaining, lambda: self._check_session(group, member))
+            return
+        log.info("member %s of group %s timed out (no heartbeat for %d ms); removed",
+                 member.member_id, group.group_id, member.session_timeout_ms)
+        self._remove_member_and_update(group, member, f"member {member.member_id} session timed out")
+
+    def _member_error(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
+
+    # -----------------------------------------------------------------------------------------
+    # SyncGroup, Heartbeat, LeaveGroup.
+    # -----------------------------------------------------------------------------------------
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
+        result = self._sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
+                            assignments)
+        if isinstance(result, dict):
+            return result
+        return await _wait_for(result, sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+
+    def _sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+              protocol_type: str | None, protocol_name: str | None,
+              assignments: Iterable[tuple[str, bytes]]) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        if not group_id:
+            return sync_error(ErrorCode.INVALID_GROUP_ID)
+        error = self.partition_error(group_id)
+        if error != ErrorCode.NONE:
+            return sync_error(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.state == GroupState.DEAD:
+            return sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        error = self._member_error(group, member_id, instance_id)
+        if error != ErrorCode.NONE:
+            return sync_error(error)
+        if generation_id != group.generation_id:
+            return sync_error(ErrorCode.ILLEGAL_GENERATION)
+        if ((protocol_type is not None and protocol_type != group.protocol_type)
+                or (protocol_name is not None and protocol_name != group.protocol_name)):
+            return sync_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        member = group.members[member_id]
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.state == GroupState.STABLE:
+            self._arm_session(group, member)
+            return self._sync_response(group, member)
+        if group.state != GroupState.COMPLETING_REBALANCE:
+            return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
+        group.pending_sync.discard(member_id)
+        _resolve(member.sync_future, sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        member.sync_future = future
+        if group.is_leader(member_id):
+            given = {m: bytes(a) for m, a in assignments}
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+            error = self._store_group(group)
+            if error != ErrorCode.NONE:
+                log.warning("could not store the assignment of group %s generation %d: %s",
+                            group.group_id, group.generation_id, error.name)
+                for m in group.members.values():
+                    m.assignment = b""
+                    _resolve(m.sync_future, sync_error(error))
+                    m.sync_future = None
+                    self._arm_session(group, m)
+                self._prepare_rebalance(group, "the assignment could not be stored")
+                return future
+            _cancel(group.rebalance_timer)
+            group.rebalance_timer = None
+            group.state = GroupState.STABLE
+            group.current_state_timestamp = self.scheduler.now_ms()
+            for m in group.members.values():
+                waiting, m.sync_future = m.sync_future, None
+                _resolve(waiting, self._sync_response(group, m))
+                self._arm_session(group, m)
+        return future
+
+    def _sync_response(self, group: Group, member: Member) -> dict[str, Any]:
+        return {"error_code": ErrorCode.NONE, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name, "assignment": member.assignment}
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        error = self.partition_error(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._member_error(group, member_id, instance_id)
+        if error != ErrorCode.NONE:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._arm_session(group, group.members[member_id])
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave_group(self, group_id: str,
+                    leaving: Sequence[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Remove members given as (member id, group instance id); returns the request's error and
+        one error per member."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
+        error = self.partition_error(group_id)
+        if error != ErrorCode.NONE:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        results: list[ErrorCode] = []
+        removed = False
+        for member_id, instance_id in leaving:
+            if instance_id is not None:
+                known = group.static_members.get(instance_id)
+                if known is None:
+                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != known:
+                    results.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            elif member_id in group.pending_members:
+                _cancel(group.pending_members.pop(member_id))
+                results.append(ErrorCode.NONE)
+                removed = True
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            log.info("member %s left group %s", member_id, group_id)
+            self._remove_member(group, member)
+            results.append(ErrorCode.NONE)
+            removed = True
+        if removed:
+            if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+                self._prepare_rebalance(group, "members left the group")
+            self._maybe_complete_join(group)
+        return ErrorCode.NONE, results
+
+    # -----------------------------------------------------------------------------------------
+    # Offsets.
+    # -----------------------------------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                       offsets: dict[TopicPartition, CommitEntry], retention_ms: int = -1,
+                       unknown_group_error: ErrorCode = ErrorCode.ILLEGAL_GENERATION) -> dict[TopicPartition, ErrorCode]:
+        def all_fail(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(offsets, error)
+
+        error = self.partition_error(group_id, create=True)
+        if error != ErrorCode.NONE:
+            return all_fail(error)
+        group = self.groups.get(group_id)
+        new_group = group is None
+        if group is None:
+            if generation_id >= 0:
+                return all_fail(unknown_group_error)
+            group = Group(group_id, partition=self.partition_for(group_id))
+        elif group.state == GroupState.DEAD:
+            return all_fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        elif generation_id < 0 and group.state == GroupState.EMPTY:
+            pass  # an admin or a consumer without group management commits for an empty group
+        elif generation_id >= 0 or member_id or instance_id is not None:
+            error = self._member_error(group, member_id, instance_id)
+            if error == ErrorCode.NONE and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            if error == ErrorCode.NONE and group.state == GroupState.COMPLETING_REBALANCE:
+                error = ErrorCode.REBALANCE_IN_PROGRESS
+            if error != ErrorCode.NONE:
+                return all_fail(error)
+            self._arm_session(group, group.members[member_id])
+        else:
+            return all_fail(ErrorCode.UNKNOWN_MEMBER_ID)  # only members commit for a group that has some
+        now = self.scheduler.now_ms()
+        expire = now + retention_ms if retention_ms >= 0 else -1
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, entry in offsets.items():
+            metadata = entry.metadata or ""
+            if len(metadata.encode("utf-8")) > self.config.max_metadata_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            accepted[tp] = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire)
+        if accepted:
+            records = [(encode_offset_key(group_id, tp[0], tp[1]),
+                        encode_offset_value(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp,
+                                            om.expire_timestamp))
+                       for tp, om in accepted.items()]
+            error = self.store.append(group.partition, records)
+            for tp in accepted:
+                results[tp] = error
+            if error == ErrorCode.NONE:
+                group.offsets.update(accepted)
+                if new_group:
+                    self.groups[group_id] = group
+                self._maybe_compact(group.partition)
+        return results
+
+    def fetch_offsets(self, group_id: str,
+                      partitions: Sequence[TopicPartition] | None) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets of the partitions (None: all the group has); None for none committed."""
+        error = self.partition_error(group_id)
+        if error != ErrorCode.NONE:
+            return error, {}
+        group = self.groups.get(group_id)
+        committed = group.offsets if group is not None and group.state != GroupState.DEAD else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(committed)
+        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str,
+                       partitions: Sequence[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: forget committed offsets the group's members are not subscribed to."""
+        error = self.partition_error(group_id)
+        if error != ErrorCode.NONE:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] = set()
+        if group.state != GroupState.EMPTY:
+            topics = group.subscribed_topics()
+            if topics is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            subscribed = topics
+        results: dict[TopicPartition, ErrorCode] = {}
+        doomed = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[tp] = ErrorCode.NONE
+                if tp in group.offsets:
+                    doomed.append(tp)
+        if doomed:
+            error = self._delete_offsets(group, doomed)
+            if error != ErrorCode.NONE:
+                return error, {}
+        return ErrorCode.NONE, results
+
+    def _delete_offsets(self, group: Group, doomed: Sequence[TopicPartition]) -> ErrorCode:
+        error = self.store.append(group.partition, [(encode_offset_key(group.group_id, t, p), None) for t, p in doomed])
+        if error == ErrorCode.NONE:
+            for tp in doomed:
+                group.offsets.pop(tp, None)
+            self._maybe_compact(group.partition)
+        return error
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Forget every committed offset of a deleted topic."""
+        for group in list(self.groups.values()):
+            doomed = [tp for tp in group.offsets if tp[0] == topic]
+            if doomed and self._delete_offsets(group, doomed) != ErrorCode.NONE:
+                log.warning("could not remove offsets of deleted topic %s from group %s", topic, group.group_id)
+
+    def expire_offsets(self) -> int:
+        """Delete offsets past offsets.retention.minutes (Kafka's rules); then drop groups that
+        are left empty with nothing committed. Returns how many offsets expired."""
+        now = self.scheduler.now_ms()
+        retention = self.config.offsets_retention_ms
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if group.partition not in self.loaded_partitions or group.state == GroupState.DEAD:
+                continue
+            if group.state == GroupState.EMPTY:
+                base = group.current_state_timestamp if group.protocol_type and group.current_state_timestamp >= 0 else None
+                candidates = list(group.offsets.items())
+            else:
+                topics = group.subscribed_topics()
+                if topics is None:
+                    continue  # an active group of another protocol keeps its offsets
+                base = None
+                candidates = [(tp, om) for tp, om in group.offsets.items() if tp[0] not in topics]
+            expired = [tp for tp, om in candidates
+                       if (now >= om.expire_timestamp if om.expire_timestamp >= 0
+                           else now - (base if base is not None else om.commit_timestamp) >= retention)]
+            if expired and self._delete_offsets(group, expired) == ErrorCode.NONE:
+                expired_total += len(expired)
+                log.info("expired %d offset(s) of group %s", len(expired), group.group_id)
+            if group.state == GroupState.EMPTY and not group.offsets:
+                self._delete_group(group)
+        return expired_total
+
+    # -----------------------------------------------------------------------------------------
+    # Listing, describing, deleting groups.
+    # -----------------------------------------------------------------------------------------
+
+    def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[dict[str, Any]]:
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
+            return []
+        return [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+                 "group_type": CLASSIC_GROUP_TYPE}
+                for g in self.groups.values()
+                if g.state != GroupState.DEAD and g.partition in self.loaded_partitions
+                and (not wanted_states or g.state.value.lower() in wanted_states)]
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, dict[str, Any] | None]:
+        """(NONE, description), (NONE, None) for an unknown group, or (error, None)."""
+        error = self.partition_error(group_id)
+        if error != ErrorCode.NONE:
+            return error, None
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.NONE, None
+        stable = group.state == GroupState.STABLE
+        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b""}
+                   for m in group.members.values()]
+        return ErrorCode.NONE, {"group_id": group_id, "group_state": group.state.value,
+                                "protocol_type": group.protocol_type or "",
+                                "protocol_data": group.protocol_name or "", "members": members}
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            if not group_id:
+                results[group_id] = ErrorCode.INVALID_GROUP_ID
+                continue
+            error = self.partition_error(group_id)
+            if error != ErrorCode.NONE:
+                results[group_id] = error
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.state == GroupState.DEAD:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state != GroupState.EMPTY:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                results[group_id] = self._delete_group(group)
+        return results
+
+    def _delete_group(self, group: Group) -> ErrorCode:
+        records: list[KeyValue] = [(encode_offset_key(group.group_id, t, p), None) for t, p in group.offsets]
+        records.append((encode_group_key(group.group_id), None))
+        error = self.store.append(group.partition, records)
+        if error == ErrorCode.NONE:
+            log.info("group %s deleted with %d committed offset(s)", group.group_id, len(group.offsets))
+            self._unload(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            self._maybe_compact(group.partition)
+        return error
+
+    # -----------------------------------------------------------------------------------------
+    # Persistence of group metadata, and keeping the offsets topic bounded.
+    # -----------------------------------------------------------------------------------------
+
+    def _group_value(self, group: Group) -> bytes:
+        return encode_group_value({
+            "protocol_type": group.protocol_type or "",
+            "generation": group.generation_id,
+            "protocol": group.protocol_name,
+            "leader": group.leader_id,
+            "current_state_timestamp": group.current_state_timestamp,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
+                         "subscription": m.metadata_for(group.protocol_name), "assignment": m.assignment}
+                        for m in group.members.values()],
+        })
+
+    def _store_group(self, group: Group) -> ErrorCode:
+        error = self.store.append(group.partition, [(encode_group_key(group.group_id), self._group_value(group))])
+        if error == ErrorCode.NONE:
+            self._maybe_compact(group.partition)
+        return error
+
+    def _live_records(self, partition: int) -> list[KeyValue]:
+        records: list[KeyValue] = []
+        for group in self.groups.values():
+            if group.partition != partition or group.state == GroupState.DEAD:
+                continue
+            if group.generation_id > 0 or group.protocol_type is not None:
+                records.append((encode_group_key(group.group_id), self._group_value(group)))
+            for (topic, index), om in group.offsets.items():
+                records.append((encode_offset_key(group.group_id, topic, index),
+                                encode_offset_value(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp,
+                                                    om.expire_timestamp)))
+        return records
+
+    def _maybe_compact(self, partition: int) -> None:
+        """Rewrite the partition as a snapshot of its live state once at least half of its
+        records are stale (and there are enough of them to be worth it)."""
+        dirty = self.store.dirty.get(partition, 0)
+        if dirty < max(self.config.snapshot_min_dirty_records, self._next_compaction_check.get(partition, 0)):
+            return
+        live = self._live_records(partition)
+        if dirty < len(live):
+            self._next_compaction_check[partition] = len(live)
+            return
+        error = self.store.rewrite(partition, live)
+        if error != ErrorCode.NONE:
+            log.warning("could not rewrite __consumer_offsets-%d: %s", partition, error.name)
+            self._next_compaction_check[partition] = dirty + self.config.snapshot_min_dirty_records
+            return
+        self._next_compaction_check.pop(partition, None)
+
+
+def _cancel(timer: TimerHandle | None) -> None:
+    if timer is not None:
+        timer.cancel()

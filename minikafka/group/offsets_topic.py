@@ -1,0 +1,185 @@
+"""The group coordinator's storage: the internal topic __consumer_offsets.
+
+`OffsetsTopic` turns coordinator writes (key/value pairs in Kafka's formats, see schemas)
+into uncompressed record batches appended to the group's partition of the topic, and reads
+a partition back at startup. It also keeps the topic bounded: `rewrite` rolls the
+partition's log, appends a snapshot of the live state and moves the log start offset to
+the snapshot, so every older segment is deleted. A crash at any point of a rewrite is safe:
+replaying older records followed by a partial snapshot yields the same state, because the
+snapshot only repeats the newest value of each key.
+
+Event-loop thread only; the GroupCoordinator is its only caller.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+
+from minikafka.replica.replica_manager import ReplicaManager, now_ms
+from minikafka.storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from protocol.errors import ErrorCode
+from protocol.record_codec import NewRecord, decode_records, encode_batch
+from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+KeyValue = tuple[bytes, bytes | None]
+READ_CHUNK_BYTES = 1 << 20
+# Per-record bytes beyond key and value in a v2 batch, at most (length, attributes, deltas,
+# key/value lengths, header count): used to cut large writes into batches that fit.
+_RECORD_OVERHEAD = 24
+
+# How append errors reach group clients: errors that mean "this coordinator cannot write
+# now" make them look the coordinator up again; size errors are the commit's fault.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+class OffsetsTopic:
+    """Reads and writes the partitions of __consumer_offsets that this broker leads.
+
+    `create_topic(partitions)` is called once, on first use, when the topic does not exist
+    yet; it returns False if the topic could not be created. `dirty[p]` counts the records
+    appended to partition p since it was loaded or last rewritten.
+    """
+
+    def __init__(self, replica_manager: ReplicaManager, partition_count: int,
+                 create_topic: Callable[[int], bool], exists: bool) -> None:
+        self.replica_manager = replica_manager
+        self.partition_count = partition_count
+        self._create_topic = create_topic
+        self.exists = exists
+        self.dirty: dict[int, int] = {}
+
+    def ensure_exists(self) -> bool:
+        if not self.exists:
+            self.exists = self._create_topic(self.partition_count)
+            if self.exists:
+                log.info("created %s with %d partitions", OFFSETS_TOPIC, self.partition_count)
+        return self.exists
+
+    def status(self, partition: int) -> ErrorCode:
+        """NONE when the partition can be written; COORDINATOR_NOT_AVAILABLE otherwise."""
+        if not self.exists:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if hosted is None or hosted.log.closed:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.replica_manager.log_manager.failure_channel.is_offline(hosted.log.log_dir):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def log_dir_of(self, partition: int) -> str | None:
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        return hosted.log.log_dir if hosted is not None else None
+
+    def _max_batch_bytes(self, partition: int) -> int:
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if hosted is None:
+            return 1 << 20
+        config = hosted.log.config
+        return min(config.max_message_bytes, config.segment_bytes)
+
+    def append(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode:
+        """Append key/value records (value None: a tombstone); returns a coordinator error code.
+
+        Records go in as few batches as the partition's max.message.bytes allows; a write that
+        needs several batches is not atomic, which replay tolerates (last value wins).
+        """
+        if not records:
+            return ErrorCode.NONE
+        status = self.status(partition)
+        if status != ErrorCode.NONE:
+            return status
+        limit = self._max_batch_bytes(partition) - BATCH_HEADER_SIZE
+        now = now_ms()
+        chunk: list[NewRecord] = []
+        size = 0
+        for key, value in records:
+            record_size = len(key) + (len(value) if value is not None else 0) + _RECORD_OVERHEAD
+            if chunk and size + record_size > limit:
+                error = self._append_batch(partition, chunk, now)
+                if error != ErrorCode.NONE:
+                    return error
+                chunk, size = [], 0
+            chunk.append(NewRecord(key, value))
+            size += record_size
+        return self._append_batch(partition, chunk, now)
+
+    def _append_batch(self, partition: int, chunk: list[NewRecord], now: int) -> ErrorCode:
+        result = self.replica_manager.append(OFFSETS_TOPIC, partition, encode_batch(chunk, now), now,
+                                             internal=True)
+        if result.error != ErrorCode.NONE:
+            log.warning("write to %s-%d failed: %s %s", OFFSETS_TOPIC, partition, result.error.name,
+                        result.error_message or "")
+            return _APPEND_ERRORS.get(result.error, ErrorCode.UNKNOWN_SERVER_ERROR)
+        self.dirty[partition] = self.dirty.get(partition, 0) + len(chunk)
+        return ErrorCode.NONE
+
+    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        """Every (key, value) of the partition from its log start to its high watermark."""
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if hosted is None:
+            return
+        log_ = hosted.log
+        offset = log_.log_start_offset
+        while offset < log_.high_watermark:
+            try:
+                result = log_.read(offset, READ_CHUNK_BYTES, max_offset=log_.high_watermark)
+            except OffsetOutOfRangeError:
+                return
+            if result.records is None:
+                return
+            try:
+                data = result.records.read_bytes()
+            finally:
+                result.records.close()
+            advanced = offset
+            try:
+                for header, batch_records in decode_records(data):
+                    for record in batch_records:
+                        if record.offset >= offset:
+                            yield record.key, record.value
+                    advanced = header.last_offset + 1
+            except CorruptRecordError as exc:
+                log.error("%s-%d: unreadable data at offset %d (%s); the rest of the partition is skipped",
+                          OFFSETS_TOPIC, partition, advanced, exc)
+                return
+            if advanced <= offset:
+                return
+            offset = advanced
+
+    def rewrite(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode:
+        """Replace the partition's content by `records` (the live state): roll the log, append
+        them, then move the log start offset to where they begin."""
+        status = self.status(partition)
+        if status != ErrorCode.NONE:
+            return status
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        assert hosted is not None
+        try:
+            hosted.log.roll(now_ms())
+        except KafkaStorageError:
+            return ErrorCode.NOT_COORDINATOR
+        start = hosted.log.log_end_offset
+        error = self.append(partition, records)
+        if error != ErrorCode.NONE:
+            return error
+        error, _ = self.replica_manager.delete_records(OFFSETS_TOPIC, partition, start)
+        if error != ErrorCode.NONE:
+            return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+        log.info("%s-%d rewritten: %d live records from offset %d, older segments deleted",
+                 OFFSETS_TOPIC, partition, len(records), start)
+        self.dirty[partition] = 0
+        return ErrorCode.NONE
