@@ -17,8 +17,6 @@ from pyspark.sql import DataFrameReader, SparkSession
 from minikafka.spark import local_session
 from tests.integration.broker_process import BrokerProcess
 
-pytestmark = pytest.mark.integration
-
 _BROKER: list[BrokerProcess] = []
 
 
