@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -21,12 +22,37 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a configuration value (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    log_dirs = commands.add_parser("log-dirs", help="operate on the log dirs of a broker")
+    log_dirs.add_argument("--config", help="server.properties file of the broker")
+    log_dirs.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                          help="set a configuration value (repeatable)")
+    log_dirs.add_argument("--recreate", nargs="+", metavar="TOPIC-PARTITION",
+                          help="with the broker stopped: accept that these replicas lost their data (their "
+                               "log dir failed or was replaced) and have the broker re-create them empty")
+    log_dirs.add_argument("--yes", action="store_true", help="confirm --recreate (the data is lost for good)")
+    log_dirs.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         return serve_command(args.config, args.override)
+    if args.command == "log-dirs":
+        return log_dirs_command(args, parser)
     return 2
+
+
+def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if not args.recreate:
+        parser.error("log-dirs needs an action (--recreate)")
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    from minikafka.tools.recreate import recreate
+
+    return recreate([os.path.abspath(d) for d in config.log_dirs], config.broker_id, args.recreate, args.yes,
+                    sys.stdout)
 
 
 def serve_command(config_path: str | None, overrides: list[str]) -> int:

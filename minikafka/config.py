@@ -84,6 +84,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime"),
         ConfigDef("log.flush.offset.checkpoint.interval.ms", _parse_int, 60_000,
                   "how often offset checkpoints are written", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("log.dir.check.interval.ms", _parse_int, 1000,
+                  "how often each log dir is checked to still be the directory opened at startup "
+                  "(not deleted, replaced or unmounted); 0 turns the check off", lambda v: v >= 0,
+                  "must be >= 0"),
         ConfigDef("message.max.bytes", _parse_int, 1048588, "largest record batch accepted",
                   lambda v: v >= 0, "must be >= 0"),
         ConfigDef("socket.request.max.bytes", _parse_int, 104857600, "largest request frame accepted",

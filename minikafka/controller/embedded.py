@@ -13,8 +13,9 @@ import uuid
 from dataclasses import dataclass
 
 from minikafka.config import BrokerConfig
-from minikafka.controller.metadata_store import MetadataStore, PartitionState, TopicState
+from minikafka.controller.metadata_store import NO_LEADER, MetadataStore, PartitionState, TopicState
 from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.storage.errors import KafkaStorageError
 from minikafka.topic_config import InvalidTopicConfig, log_config_for, validate_topic_configs
 from protocol.errors import ErrorCode
 
@@ -81,10 +82,47 @@ class EmbeddedController:
             self._lead(topic)
 
     def _lead(self, topic: TopicState) -> None:
+        """Lead every partition of ``topic`` this broker has a replica of, or record that it
+        cannot (its replica is offline): no leader, a new leader epoch, as Kafka's controller
+        does for a partition whose only replica is gone."""
         config = log_config_for(topic.configs, self.config)
+        changed = False
         for index, state in sorted(topic.partitions.items()):
-            if state.leader == self.broker_id:
-                self.replica_manager.become_leader(topic.name, index, topic.topic_id, state.leader_epoch, config)
+            if self.broker_id not in state.replicas:
+                continue
+            is_new = self.broker_id in state.new_replicas
+            epoch = state.leader_epoch if state.leader == self.broker_id else state.leader_epoch + 1
+            partition = self.replica_manager.become_leader(
+                topic.name, index, topic.topic_id, epoch, config, is_new_replica=is_new)
+            if partition is None:
+                changed |= _without_leader(state)
+                continue
+            if is_new:
+                if state.leader == NO_LEADER:
+                    log.warning("re-created %s-%d empty in %s, as the operator asked: the records it held "
+                                "are lost", topic.name, index, partition.log.log_dir)
+                state.new_replicas.remove(self.broker_id)
+                changed = True
+            if state.leader != self.broker_id:
+                state.leader, state.leader_epoch = self.broker_id, epoch
+                changed = True
+        if changed:
+            self.store.put_topic(topic)
+
+    def replicas_offline(self, partitions: list[tuple[str, int]]) -> None:
+        """This broker's replicas of ``partitions`` went offline (their log dir failed)."""
+        topics = self.store.topics()
+        changed: dict[str, TopicState] = {}
+        for name, index in partitions:
+            topic = topics.get(name)
+            state = topic.partitions.get(index) if topic is not None else None
+            if topic is not None and state is not None and _without_leader(state):
+                changed[name] = topic
+        for topic in changed.values():
+            try:
+                self.store.put_topic(topic)
+            except KafkaStorageError as exc:
+                log.error("could not record that %s lost its leader: %s", topic.name, exc)
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, str | None], validate_only: bool = False) -> CreateTopicResult:
@@ -117,7 +155,8 @@ class EmbeddedController:
             topic_id=uuid.uuid4(),
             configs=validated,
             partitions={
-                p: PartitionState(leader=self.broker_id, leader_epoch=0, replicas=[self.broker_id], isr=[self.broker_id])
+                p: PartitionState(leader=self.broker_id, leader_epoch=0, replicas=[self.broker_id],
+                                  isr=[self.broker_id], new_replicas=[self.broker_id])
                 for p in range(num_partitions)
             },
         )
@@ -138,3 +177,13 @@ class EmbeddedController:
         producer_id = self._producer_ids[self._next_producer_index]
         self._next_producer_index += 1
         return producer_id
+
+
+def _without_leader(state: PartitionState) -> bool:
+    """Mark the partition leaderless (ISR kept, as Kafka keeps the last ISR member); True if
+    that changed anything."""
+    if state.leader == NO_LEADER:
+        return False
+    state.leader = NO_LEADER
+    state.leader_epoch += 1
+    return True

@@ -25,12 +25,19 @@ METADATA_FILE = "minikafka-metadata.json"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
+NO_LEADER = -1
+
+
 @dataclass
 class PartitionState:
-    leader: int
+    leader: int  # NO_LEADER while no replica can lead (e.g. its data is on a failed log dir)
     leader_epoch: int
     replicas: list[int]
     isr: list[int]
+    # Brokers whose replica has not been created yet (KIP-112's isNewReplica): only these may
+    # create it empty. Any other broker that cannot find its replica has lost it and must say
+    # so; `minikafka log-dirs --recreate` puts a broker back here to accept the loss.
+    new_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -46,7 +53,8 @@ class TopicState:
             "topic_id": str(self.topic_id),
             "configs": self.configs,
             "partitions": {
-                str(p): {"leader": s.leader, "leader_epoch": s.leader_epoch, "replicas": s.replicas, "isr": s.isr}
+                str(p): {"leader": s.leader, "leader_epoch": s.leader_epoch, "replicas": s.replicas, "isr": s.isr,
+                         "new_replicas": s.new_replicas}
                 for p, s in sorted(self.partitions.items())
             },
         }
@@ -100,7 +108,8 @@ class LocalMetadataStore(MetadataStore):
         self._topics: dict[str, TopicState] = {}
         self._next_producer_id = 0
 
-    def load(self) -> None:
+    def load(self, refresh: bool = True) -> None:
+        """Read the newest copy; with ``refresh``, write it back to every healthy dir."""
         newest: dict[str, Any] | None = None
         for log_dir in self._live_dirs():
             path = os.path.join(log_dir, METADATA_FILE)
@@ -111,6 +120,8 @@ class LocalMetadataStore(MetadataStore):
                     with open(path, encoding="utf-8") as f:
                         text = f.read()
                 doc = json.loads(text)
+                if not isinstance(doc, dict) or not isinstance(doc.get("version"), int):
+                    raise ValueError("no version")
             except KafkaStorageError:
                 continue
             except ValueError:
@@ -126,7 +137,8 @@ class LocalMetadataStore(MetadataStore):
         if not self._cluster_id:
             self._cluster_id = _new_cluster_id()
         # Every healthy dir gets the newest copy, including a dir that was just replaced.
-        self._write()
+        if refresh:
+            self._write()
 
     @property
     def cluster_id(self) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
     KafkaStorageError,
+    NoLiveLogDirError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
@@ -115,28 +116,85 @@ class _Waiters:
 
 
 class ReplicaManager:
-    """Owns the partitions this broker hosts and the long-poll waits on them."""
+    """Owns the partitions this broker hosts, the long-poll waits on them, and the offline
+    replicas: partitions this broker should host whose data is on a failed (or replaced) log
+    dir.  Those answer KAFKA_STORAGE_ERROR until a restart finds their data again."""
 
     def __init__(self, broker_id: int, log_manager: LogManager) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: dict[TopicPartition, str] = {}  # -> why, for operators
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
     # --- leadership -------------------------------------------------------------------------
     def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
-                      config: LogConfig) -> Partition:
-        partition = self.partitions.get((topic, index))
+                      config: LogConfig, *, is_new_replica: bool = True) -> Partition | None:
+        """Lead the partition; None when its replica is offline.
+
+        A replica that is not new (it was created before) and is not in any live log dir lost
+        its data with a failed or replaced dir: it goes offline instead of being re-created
+        empty, which would hide the loss (KIP-112's isNewReplica).
+        """
+        key = (topic, index)
+        partition = self.partitions.get(key)
         if partition is None:
-            log_ = self.log_manager.get_or_create_log(topic, index, topic_id, config)
+            if key in self.offline_partitions:
+                return None
+            if self.log_manager.get_log(topic, index) is None and not is_new_replica:
+                self._set_offline(key, "its data is in no live log dir")
+                return None
+            log_ = self._get_or_create_log(topic, index, topic_id, config)
+            if log_ is None:
+                return None
             partition = Partition(topic, index, topic_id, leader_epoch, log_)
-            self.partitions[(topic, index)] = partition
+            self.partitions[key] = partition
         else:
             partition.log.update_config(config)
         partition.leader_epoch = max(partition.leader_epoch, leader_epoch)
         # A no-op when the log already knows this epoch (a restart), news otherwise.
         partition.log.assign_epoch(partition.leader_epoch, partition.log.log_end_offset)
         return partition
+
+    def _get_or_create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig) -> Log | None:
+        # A dir failing under the creation is offline at once, so the retry picks another one.
+        for _ in self.log_manager.log_dirs:
+            try:
+                return self.log_manager.get_or_create_log(topic, index, topic_id, config)
+            except KafkaStorageError as exc:
+                log.warning("creating %s-%d in %s failed: %s", topic, index, exc.log_dir, exc)
+            except NoLiveLogDirError:
+                break
+        self._set_offline((topic, index), "no live log dir could create it")
+        return None
+
+    def _set_offline(self, key: TopicPartition, why: str) -> None:
+        self.offline_partitions[key] = why
+        self._wake(key)
+
+    def take_offline(self, keys: Iterable[TopicPartition], why: str) -> list[TopicPartition]:
+        """Stop serving these partitions (their dir failed): they answer KAFKA_STORAGE_ERROR
+        from now on and every request waiting on them is answered now.  Returns those that
+        were online."""
+        stopped = []
+        for key in keys:
+            if self.partitions.pop(key, None) is not None:
+                stopped.append(key)
+            self._set_offline(key, why)
+        return stopped
+
+    def forget_offline(self, topic: str, index: int) -> None:
+        """The partition is no longer this broker's to host (its topic was deleted)."""
+        self.offline_partitions.pop((topic, index), None)
+
+    def is_offline(self, topic: str, index: int) -> bool:
+        return (topic, index) in self.offline_partitions
+
+    def _absent(self, key: TopicPartition) -> ErrorCode:
+        """The error for a partition this broker does not serve."""
+        if key in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (name, _), partition in self.partitions.items():
@@ -150,10 +208,11 @@ class ReplicaManager:
     def append(self, topic: str, index: int, records: bytes | None, now: int) -> ProduceResult:
         partition = self.partitions.get((topic, index))
         if partition is None:
-            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return ProduceResult(self._absent((topic, index)), error_message=self.offline_partitions.get((topic, index)))
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message="empty record set")
         try:
+            self.log_manager.verify_dir(partition.log.log_dir)
             base_offset, append_time, log_start, _ = partition.append(records, now)
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
@@ -199,7 +258,7 @@ class ReplicaManager:
             results.append(result)
             partition = self.partitions.get((request.topic, request.partition))
             if partition is None:
-                result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.error = self._absent((request.topic, request.partition))
                 continue
             result.error = partition.check_epoch(request.current_leader_epoch)
             if result.error != ErrorCode.NONE:
@@ -210,6 +269,7 @@ class ReplicaManager:
             if budget <= 0:
                 continue
             try:
+                self.log_manager.verify_dir(log_.log_dir)
                 read = log_.read(request.fetch_offset, min(request.max_bytes, budget),
                                  max_offset=log_.high_watermark, min_one_batch=budget == max_bytes)
             except OffsetOutOfRangeError:
@@ -217,6 +277,7 @@ class ReplicaManager:
                 continue
             except KafkaStorageError:
                 result.error = ErrorCode.KAFKA_STORAGE_ERROR
+                result.high_watermark = result.log_start_offset = -1
                 continue
             result.records = read.records
             budget -= result.size
@@ -248,7 +309,7 @@ class ReplicaManager:
     def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1) -> ListOffsetResult:
         partition = self.partitions.get((topic, index))
         if partition is None:
-            return ListOffsetResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return ListOffsetResult(self._absent((topic, index)))
         error = partition.check_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
             return ListOffsetResult(error)
@@ -281,7 +342,7 @@ class ReplicaManager:
                              current_leader_epoch: int = -1) -> tuple[ErrorCode, int, int]:
         partition = self.partitions.get((topic, index))
         if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+            return self._absent((topic, index)), -1, -1
         error = partition.check_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
             return error, -1, -1

@@ -17,14 +17,14 @@ import prometheus_client
 from minikafka.config import BrokerConfig
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
+from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.server.connection import Connection
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers import HANDLERS
-from minikafka.storage.dir_io import guard
-from minikafka.storage.errors import KafkaStorageError
+from minikafka.storage.errors import KafkaStorageError, NoLiveLogDirError
 from minikafka.storage.failure_channel import LogDirFailureChannel
-from minikafka.storage.log_manager import LogManager
+from minikafka.storage.log_manager import LogManager, check_log_dirs
 from minikafka.topic_config import log_config_for
 from protocol import Request
 
@@ -56,10 +56,20 @@ class Broker:
         self.store.load()
         self.log_manager = LogManager(self.log_dirs, self.config.broker_id, self.store.cluster_id,
                                       log_config_for({}, self.config), self.failure_channel)
-        self.log_manager.startup()
+        try:
+            self.log_manager.startup()
+        except NoLiveLogDirError as exc:
+            raise BrokerStartupError(str(exc)) from None
         self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
         self.controller = EmbeddedController(self.config, self.store, self.replica_manager)
         self.controller.startup()
+        self.dir_failures = LogDirFailureHandler(
+            self.log_manager, self.replica_manager, self.failure_channel,
+            on_replicas_offline=self.controller.replicas_offline,
+            on_no_live_dir=_halt,
+            check_interval_ms=self.config["log.dir.check.interval.ms"],
+        )
+        self.dir_failures.start()
         self._listen()
         host, port = self.config.advertised_listener(self.port)
         self.context = BrokerContext(self.config, self.controller, self.replica_manager, self.log_manager,
@@ -77,16 +87,11 @@ class Broker:
                  self.config.broker_id, self.store.cluster_id, host, self.port, ", ".join(self.log_dirs))
 
     def _create_dirs(self) -> None:
-        usable = []
-        for log_dir in self.log_dirs:
-            try:
-                with guard(log_dir, self.failure_channel):
-                    os.makedirs(log_dir, exist_ok=True)
-                usable.append(log_dir)
-            except KafkaStorageError as exc:
-                log.error("log dir %s cannot be used: %s", log_dir, exc)
-        if not usable:
-            raise BrokerStartupError("no usable log dir: " + ", ".join(self.log_dirs))
+        """Skip (report) every unusable log dir; refuse to start when none is left."""
+        bad = check_log_dirs(self.log_dirs, self.failure_channel)
+        if len(bad) == len(self.log_dirs):
+            raise BrokerStartupError("no log dir can be used: " + "; ".join(
+                f"{log_dir}: {why}" for log_dir, why in bad.items()))
 
     def _listen(self) -> None:
         host, port = self.config.listener()
@@ -147,7 +152,15 @@ class Broker:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
+        await self.dir_failures.stop()
         self.log_manager.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
         log.info("broker %d stopped cleanly", self.config.broker_id)
+
+
+def _halt() -> None:
+    """Exit at once with status 1, as Kafka halts when its last log dir fails: nothing is left
+    to serve and a clean shutdown would only write to dirs that are gone."""
+    logging.shutdown()
+    os._exit(1)

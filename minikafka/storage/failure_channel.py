@@ -16,6 +16,8 @@ class LogDirFailureChannel:
 
     def __init__(self) -> None:
         self.offline_dirs: set[str] = set()
+        # The first error of each offline dir, for operators (logs, DescribeLogDirs, startup).
+        self.causes: dict[str, Exception] = {}
         self._listeners: list[FailureListener] = []
 
     def add_listener(self, listener: FailureListener) -> None:
@@ -25,6 +27,7 @@ class LogDirFailureChannel:
         if log_dir in self.offline_dirs:
             return
         self.offline_dirs.add(log_dir)
+        self.causes[log_dir] = cause
         for listener in list(self._listeners):
             listener(log_dir, cause)
 

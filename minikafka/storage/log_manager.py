@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
 import shutil
+import stat
 import time
 import uuid
 
@@ -55,8 +57,92 @@ _RESERVED_DIRECTORY_IDS = {uuid.UUID(int=i) for i in range(100)}
 TopicPartition = tuple[str, int]
 
 
+# Startup writes this much into every log dir (then removes it): a dir that cannot take it has
+# no room for the checkpoints and metadata the broker must write, let alone for records.
+ROOM_PROBE_FILE = ".minikafka-room-probe"
+ROOM_PROBE_BYTES = 64 * 1024
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _has_broker_data(log_dir: str) -> bool:
+    try:
+        return os.path.isfile(os.path.join(log_dir, META_PROPERTIES))
+    except OSError:
+        return False
+
+
+def _is_not_a_dir(path: str) -> bool:
+    return os.path.lexists(path) and not os.path.isdir(path)
+
+
+def check_log_dirs(log_dirs: list[str], failure_channel: LogDirFailureChannel) -> dict[str, str]:
+    """Find the log dirs that cannot be used at startup; report each to the failure channel.
+
+    A dir is bad when it is missing, is not a directory, cannot be listed, or cannot take a
+    small write (no room, read-only).  Missing dirs are created only on a broker's very first
+    start (no dir holds a meta.properties yet, none is something else than a directory):
+    later, a missing dir is far more likely an unmounted disk than a new one, and filling the
+    mount point's parent would hide that.
+    Returns {dir: why} for the bad ones, in configuration order.
+    """
+    first_start = not any(_has_broker_data(d) or _is_not_a_dir(d) for d in log_dirs)
+    bad: dict[str, str] = {}
+    for log_dir in log_dirs:
+        if failure_channel.is_offline(log_dir):
+            cause = failure_channel.causes.get(log_dir)
+            bad[log_dir] = getattr(cause, "strerror", None) or str(cause)
+            continue
+        problem = _startup_problem(log_dir, first_start)
+        if problem is None:
+            continue
+        bad[log_dir] = problem.strerror
+        logger.error("log dir %s cannot be used: %s", log_dir, problem.strerror)
+        failure_channel.report(log_dir, problem)
+    return bad
+
+
+def _startup_problem(log_dir: str, first_start: bool) -> OSError | None:
+    """Why ``log_dir`` cannot be used, as an OSError whose strerror says it for an operator."""
+    try:
+        st = os.stat(log_dir)
+    except FileNotFoundError:
+        if not first_start:
+            return OSError(errno.ENOENT, "it is missing (an unmounted disk? to use a new, empty dir "
+                                         "there, create it)")
+        try:
+            os.makedirs(log_dir, exist_ok=True)
+            st = os.stat(log_dir)
+        except OSError as exc:
+            return OSError(exc.errno, f"it cannot be created: {exc.strerror or exc}")
+    except OSError as exc:
+        return OSError(exc.errno, f"it cannot be examined: {exc.strerror or exc}")
+    if not stat.S_ISDIR(st.st_mode):
+        return OSError(errno.ENOTDIR, "it is not a directory (a regular file or device is in its place)")
+    try:
+        os.listdir(log_dir)
+    except OSError as exc:
+        return OSError(exc.errno, f"it is unreadable: {exc.strerror or exc}")
+    probe = os.path.join(log_dir, ROOM_PROBE_FILE)
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(bytes(ROOM_PROBE_BYTES))
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return OSError(exc.errno, f"it has no room left ({exc.strerror})")
+        return OSError(exc.errno, f"it is not writable: {exc.strerror or exc}")
+    return None
+
+
 
 
 class LogManager:
@@ -86,7 +172,10 @@ class LogManager:
         self.directory_ids: dict[str, uuid.UUID] = {}
         self._guards = {d: DirGuard(d, failure_channel) for d in self.log_dirs}
         self._lock_fds: dict[str, int] = {}
+        # (st_dev, st_ino) of each dir as opened: a dir replaced or unmounted under us differs.
+        self._identities: dict[str, tuple[int, int]] = {}
         self._pending_dir_deletes: list[tuple[int, str, str]] = []  # (due ms, log dir, path)
+        self._first_start = True
 
     # ---- startup ------------------------------------------------------------------------
 
@@ -96,6 +185,7 @@ class LogManager:
         Raises LogDirLockedError, InconsistentMetadataError (fatal configuration problems)
         or NoLiveLogDirError when no dir could be opened.
         """
+        self._first_start = not any(_has_broker_data(d) for d in self.log_dirs)
         try:
             for log_dir in self.log_dirs:
                 if self.failure_channel.is_offline(log_dir):
@@ -113,13 +203,19 @@ class LogManager:
                 self._release_lock(log_dir)
             raise
         if not self.live_dirs:
-            raise NoLiveLogDirError(f"none of the log dirs {self.log_dirs} could be opened")
+            causes = self.failure_channel.causes
+            raise NoLiveLogDirError("no log dir can be used: " + "; ".join(
+                f"{d}: {getattr(causes.get(d), 'strerror', None) or causes.get(d, 'offline')}"
+                for d in self.log_dirs))
 
     def _open_dir(self, log_dir: str) -> None:
         guard = self._guards[log_dir]
         with guard:
             os.makedirs(log_dir, exist_ok=True)
         self._take_lock(log_dir)
+        with guard:
+            st = os.stat(log_dir)
+        identity = (st.st_dev, st.st_ino)
         directory_id = self._load_meta_properties(log_dir)
         clean_marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
         with guard:
@@ -164,6 +260,7 @@ class LogManager:
             raise
         self.logs.update(loaded)
         self.directory_ids[log_dir] = directory_id
+        self._identities[log_dir] = identity
         logger.info("loaded %d logs from %s (%s shutdown)", len(loaded), log_dir, "clean" if clean else "unclean")
 
     def _take_lock(self, log_dir: str) -> None:
@@ -192,6 +289,9 @@ class LogManager:
         path = os.path.join(log_dir, META_PROPERTIES)
         text = read_text(path, guard)
         props = parse_properties(text) if text is not None else {}
+        if text is None and not self._first_start:
+            logger.warning("log dir %s has no %s: it is new, or a replacement for a lost disk; any replica "
+                           "it held before is gone", log_dir, META_PROPERTIES)
         if text is not None:
             stored_cluster = props.get("cluster.id")
             if stored_cluster is not None and stored_cluster != self.cluster_id:
@@ -251,6 +351,32 @@ class LogManager:
 
     def logs_in_dir(self, log_dir: str) -> list[Log]:
         return [log for log in self.logs.values() if log.log_dir == log_dir]
+
+    def verify_dir(self, log_dir: str) -> None:
+        """Raise KafkaStorageError (reporting the dir) unless the path still leads to the very
+        directory opened at startup.
+
+        Open file descriptors keep working after a dir is deleted, replaced by a file or
+        lazily unmounted, so writes through them would succeed into files nobody can reach;
+        one stat of the path catches all three before anything is acknowledged.
+        """
+        expected = self._identities.get(log_dir)
+        with self._guards[log_dir]:
+            st = os.stat(log_dir)
+            if expected is not None and (st.st_dev, st.st_ino) != expected:
+                raise OSError(errno.ESTALE, "the directory was replaced or unmounted while in use")
+            if not stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.ENOTDIR, "the path is no longer a directory")
+
+    def check_dirs(self) -> list[str]:
+        """verify_dir on every live dir; returns the dirs found failed."""
+        failed = []
+        for log_dir in self.live_dirs:
+            try:
+                self.verify_dir(log_dir)
+            except KafkaStorageError:
+                failed.append(log_dir)
+        return failed
 
     # ---- creation, placement, deletion ------------------------------------------------
 
@@ -315,6 +441,8 @@ class LogManager:
         for key in gone:
             self.logs.pop(key).close()
         self.directory_ids.pop(log_dir, None)
+        self._identities.pop(log_dir, None)
+        self._pending_dir_deletes = [e for e in self._pending_dir_deletes if e[1] != log_dir]
         self._release_lock(log_dir)
         return gone
 

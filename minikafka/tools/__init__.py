@@ -1,0 +1,1 @@
+"""Operator tools behind the `minikafka` subcommands other than `serve`."""
