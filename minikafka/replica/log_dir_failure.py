@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import Gauge
 
 from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
+from minikafka.storage.dir_io import guard
+from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
 
@@ -67,7 +70,7 @@ class LogDirFailureHandler:
 
     ``on_replicas_offline(partitions)`` tells the controller; ``cancel_moves(log_dir, reason)``
     stops moves into or out of the dir; ``on_no_live_dir()`` is called when the last dir is
-    gone (the broker halts, as Kafka does).
+    gone (the broker halts, as Kafka does); ``min_free_bytes()`` is log.dir.min.free.bytes.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class LogDirFailureHandler:
         on_no_live_dir: Callable[[], Any],
         cancel_moves: Callable[[str, str], Any] | None = None,
         check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS,
+        min_free_bytes: Callable[[], int] | None = None,
     ) -> None:
         self.log_manager = log_manager
         self.replica_manager = replica_manager
@@ -88,6 +92,8 @@ class LogDirFailureHandler:
         self.on_no_live_dir = on_no_live_dir
         self.cancel_moves = cancel_moves
         self.check_interval_ms = check_interval_ms
+        self.min_free_bytes = min_free_bytes
+        self.low_on_room: set[str] = set()  # live dirs below log.dir.min.free.bytes
         self.replicas_by_dir: dict[str, list[TopicPartition]] = {}  # taken offline at runtime
         self._pending: list[tuple[str, Exception]] = []
         self._handled: set[str] = set()
@@ -98,13 +104,15 @@ class LogDirFailureHandler:
     # ---- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Report what startup found offline, listen for failures, start the periodic check."""
+        """Report what startup found offline and which dirs are low on room, listen for
+        failures, start the periodic check."""
         self.failure_channel.add_listener(self.on_dir_failure)
         OFFLINE_LOG_DIRECTORY_COUNT.set_function(lambda: len(self.failure_channel.offline_dirs))
         OFFLINE_REPLICA_COUNT.set_function(lambda: len(self.replica_manager.offline_partitions))
         for log_dir in self.log_manager.log_dirs:
             LOG_DIRECTORY_OFFLINE.labels(log_dir).set(int(self.failure_channel.is_offline(log_dir)))
         self._report_startup()
+        self._check_room()
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -147,7 +155,8 @@ class LogDirFailureHandler:
             self.process_pending()
         elif not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self.process_pending)
+            # Thread-safe: a mover's copy thread may be the one that met the error.
+            self._loop.call_soon_threadsafe(self.process_pending)
 
     def process_pending(self) -> None:
         """Take every reported dir offline now (normally run by the event loop)."""
@@ -187,8 +196,37 @@ class LogDirFailureHandler:
 
     def check_now(self) -> list[str]:
         """Check that every live dir is still the directory opened at startup; a dir that is
-        not is reported (and so taken offline).  Returns the dirs found failed."""
-        return self.log_manager.check_dirs()
+        not is reported (and so taken offline).  Then see which dirs are low on room.
+        Returns the dirs found failed."""
+        failed = self.log_manager.check_dirs()
+        self._check_room()
+        return failed
+
+    def _check_room(self) -> None:
+        """Log when a live dir's free room crosses log.dir.min.free.bytes, either way: below
+        it a dir gets no new replica and no move (placement skips it), so an operator sees a
+        disk filling up before it fills and fails."""
+        floor = self.min_free_bytes() if self.min_free_bytes is not None else 0
+        live = self.log_manager.live_dirs
+        self.low_on_room &= set(live)
+        if floor <= 0:
+            self.low_on_room.clear()
+            return
+        for log_dir in live:
+            try:
+                with guard(log_dir, self.failure_channel):
+                    st = os.statvfs(log_dir)
+            except KafkaStorageError:
+                continue  # reported: the failure handling takes it from here
+            free = st.f_bavail * st.f_frsize
+            if free < floor and log_dir not in self.low_on_room:
+                self.low_on_room.add(log_dir)
+                log.warning("log dir %s is nearly full: %d bytes free, below log.dir.min.free.bytes=%d; it gets "
+                            "no new replica and no move until room is made, and goes offline if it fills up",
+                            log_dir, free, floor)
+            elif free >= floor and log_dir in self.low_on_room:
+                self.low_on_room.discard(log_dir)
+                log.info("log dir %s has room again: %d bytes free (log.dir.min.free.bytes=%d)", log_dir, free, floor)
 
     async def _check_periodically(self) -> None:
         while True:

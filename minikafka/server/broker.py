@@ -22,7 +22,12 @@ from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.server.connection import Connection
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers import HANDLERS
-from minikafka.storage.errors import KafkaStorageError, NoLiveLogDirError
+from minikafka.storage.errors import (
+    InconsistentMetadataError,
+    KafkaStorageError,
+    LogDirLockedError,
+    NoLiveLogDirError,
+)
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager, check_log_dirs
 from minikafka.topic_config import log_config_for
@@ -58,7 +63,7 @@ class Broker:
                                       log_config_for({}, self.config), self.failure_channel)
         try:
             self.log_manager.startup()
-        except NoLiveLogDirError as exc:
+        except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
         self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
         self.controller = EmbeddedController(self.config, self.store, self.replica_manager)

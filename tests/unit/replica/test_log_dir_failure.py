@@ -33,7 +33,7 @@ class Node:
     """One broker's storage, replica and controller layers over ``dirs``, and what the
     handler's callbacks were called with."""
 
-    def __init__(self, dirs: list[str], check_interval_ms: int = 0) -> None:
+    def __init__(self, dirs: list[str], check_interval_ms: int = 0, min_free_bytes: int = 0) -> None:
         self.dirs = dirs
         self.config = BrokerConfig({"log.dirs": ",".join(dirs), "broker.id": str(BROKER)})
         self.channel = LogDirFailureChannel()
@@ -48,12 +48,14 @@ class Node:
         self.controller.startup()
         self.cancelled: list[tuple[str, str]] = []
         self.halted = 0
+        self.min_free_bytes = min_free_bytes
         self.handler = LogDirFailureHandler(
             self.log_manager, self.replica_manager, self.channel,
             on_replicas_offline=self.controller.replicas_offline,
             on_no_live_dir=self._halt,
             cancel_moves=lambda log_dir, reason: self.cancelled.append((log_dir, reason)),
             check_interval_ms=check_interval_ms,
+            min_free_bytes=lambda: self.min_free_bytes,
         )
         self.handler.start()
 
@@ -252,4 +254,24 @@ async def test_periodic_check_runs_on_the_loop(dirs: list[str]) -> None:
         assert answered[0].error == ErrorCode.KAFKA_STORAGE_ERROR
     finally:
         await node.handler.stop()
+        node.close()
+
+
+def test_a_dir_crossing_min_free_bytes_is_logged_once_each_way(dirs: list[str], caplog) -> None:
+    node = Node(dirs)
+    try:
+        with caplog.at_level(logging.INFO, logger="minikafka.replica.log_dir_failure"):
+            node.min_free_bytes = 1 << 62  # more than any disk here has
+            node.handler.check_now()
+            node.handler.check_now()
+            nearly_full = [r.getMessage() for r in caplog.records if "nearly full" in r.getMessage()]
+            assert sorted(m.split()[2] for m in nearly_full) == sorted(dirs), nearly_full
+            assert all("log.dir.min.free.bytes" in m for m in nearly_full)
+            assert node.handler.low_on_room == set(dirs)
+            node.min_free_bytes = 1
+            node.handler.check_now()
+            recovered = [r.getMessage() for r in caplog.records if "has room again" in r.getMessage()]
+            assert len(recovered) == 2 and node.handler.low_on_room == set()
+        assert node.channel.offline_dirs == set(), "low on room is not offline"
+    finally:
         node.close()
