@@ -457,6 +457,8 @@ class LogManager:
                 logger.error("checkpoint of %s failed: %s", log_dir, exc)
 
     def _checkpoint_dir(self, log_dir: str) -> None:
+        # Written by path: make sure the path still leads to the dir (not a bare mount point).
+        self.verify_dir(log_dir)
         guard = self._guards[log_dir]
         logs = {(log.topic, log.partition): log for log in self.logs_in_dir(log_dir)}
         write_offset_checkpoint(
