@@ -7,6 +7,7 @@ background tasks) and a clean stop (flush, checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -15,11 +16,14 @@ from typing import Any
 import prometheus_client
 
 from minikafka.config import BrokerConfig
-from minikafka.controller.embedded import EmbeddedController
+from minikafka.controller.embedded import INTERNAL_TOPICS, EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
+from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
+from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
+from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
-from minikafka.server.connection import Connection
+from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers import HANDLERS
 from minikafka.storage.errors import (
@@ -60,7 +64,8 @@ class Broker:
         self.store = LocalMetadataStore(self.log_dirs, self.failure_channel, self.config["cluster.id"])
         self.store.load()
         self.log_manager = LogManager(self.log_dirs, self.config.broker_id, self.store.cluster_id,
-                                      log_config_for({}, self.config), self.failure_channel)
+                                      log_config_for({}, self.config), self.failure_channel,
+                                      min_free_bytes=self.config["log.dir.min.free.bytes"])
         try:
             self.log_manager.startup()
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
@@ -68,17 +73,23 @@ class Broker:
         self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
         self.controller = EmbeddedController(self.config, self.store, self.replica_manager)
         self.controller.startup()
+        self.mover = self._create_mover()
         self.dir_failures = LogDirFailureHandler(
             self.log_manager, self.replica_manager, self.failure_channel,
             on_replicas_offline=self.controller.replicas_offline,
             on_no_live_dir=_halt,
+            cancel_moves=self.mover.cancel_moves_involving,
             check_interval_ms=self.config["log.dir.check.interval.ms"],
+            min_free_bytes=lambda: self.log_manager.min_free_bytes,
         )
         self.dir_failures.start()
+        self.mover.start()
+        self.group_coordinator = self._start_group_coordinator()
         self._listen()
         host, port = self.config.advertised_listener(self.port)
         self.context = BrokerContext(self.config, self.controller, self.replica_manager, self.log_manager,
-                                     host, port, frozenset(HANDLERS))
+                                     host, port, frozenset(HANDLERS), groups=self.group_coordinator,
+                                     mover=self.mover)
         self._start_metrics()
         loop = asyncio.get_running_loop()
         self._background = [
@@ -86,10 +97,21 @@ class Broker:
                                          self.log_manager.checkpoint)),
             loop.create_task(self._every(self.config["log.retention.check.interval.ms"],
                                          lambda: self.log_manager.run_retention(now_ms()))),
+            loop.create_task(self._every(self.config["offsets.retention.check.interval.ms"],
+                                         self.group_coordinator.expire_offsets)),
             loop.create_task(self._accept_loop()),
         ]
         log.info("minikafka broker %d (cluster %s) serving on %s:%d with log dirs %s",
                  self.config.broker_id, self.store.cluster_id, host, self.port, ", ".join(self.log_dirs))
+
+    def _create_mover(self) -> LogDirMover:
+        """The movers of replicas between log dirs, their throttle following the dynamic config."""
+        throttle_key = "replica.alter.log.dirs.io.max.bytes.per.second"
+        mover = LogDirMover(self.log_manager, self.replica_manager, self.failure_channel,
+                            threads=self.config["num.replica.alter.log.dirs.threads"],
+                            bytes_per_second=self.config[throttle_key])
+        self.config.on_change(throttle_key, lambda _key, rate: mover.throttle.set_rate(rate))
+        return mover
 
     def _create_dirs(self) -> None:
         """Skip (report) every unusable log dir; refuse to start when none is left."""
@@ -97,6 +119,16 @@ class Broker:
         if len(bad) == len(self.log_dirs):
             raise BrokerStartupError("no log dir can be used: " + "; ".join(
                 f"{log_dir}: {why}" for log_dir, why in bad.items()))
+
+    def _start_group_coordinator(self) -> GroupCoordinator:
+        """The coordinator of every group, loaded from __consumer_offsets before clients connect."""
+        self.replica_manager.internal_topics = INTERNAL_TOPICS
+        store = OffsetsTopic(self.replica_manager, self.controller)
+        coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler())
+        coordinator.load()
+        self.failure_channel.add_listener(coordinator.on_log_dir_failure)
+        log.info("group coordinator loaded %d group(s)", len(coordinator.groups))
+        return coordinator
 
     def _listen(self) -> None:
         host, port = self.config.listener()
@@ -128,17 +160,23 @@ class Broker:
             client, address = await loop.sock_accept(self._server_socket)
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(client, f"{address[0]}:{address[1]}", self._dispatch,
+            connection = Connection(client, f"{address[0]}:{address[1]}", self._dispatcher_for(address[0]),
                                     self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
             task = loop.create_task(connection.serve())
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
-    def _dispatch(self, request: Request) -> Any:
-        handler = HANDLERS.get(request.api_key)
-        if handler is None:
-            raise ValueError(f"no handler for api key {request.api_key}")
-        return handler(request, self.context)
+    def _dispatcher_for(self, client_host: str) -> Any:
+        """A dispatch function whose handlers see the connection's client address."""
+        context = dataclasses.replace(self.context, client_host=client_host)
+
+        def dispatch(request: Request) -> Any:
+            handler = HANDLERS.get(request.api_key)
+            if handler is None:
+                raise UnhandledApi(f"api key {request.api_key} is not served by this broker")
+            return handler(request, context)
+
+        return dispatch
 
     async def _every(self, interval_ms: int, action: Any) -> None:
         while True:
@@ -157,7 +195,9 @@ class Broker:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
+        self.group_coordinator.shutdown()
         await self.dir_failures.stop()
+        await self.mover.stop()
         self.log_manager.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -34,18 +34,17 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 RECV_SIZE = 256 * 1024
-Handler = Callable[[Request], Awaitable[Any]]
 ResponseParts = Sequence[Any]
 
 
-class ConnectionClosed(Exception):
-    """The connection was closed; carries the reason for pending work."""
+class UnhandledApi(ProtocolError):
+    """A request the protocol layer can parse but no handler serves; the connection closes."""
 
 
 class Connection:
     """Serves the requests of one client socket. Touched only by its own two tasks."""
 
-    def __init__(self, sock: socket.socket, peer: str, dispatch: Callable[[Request], Awaitable[Any] | None],
+    def __init__(self, sock: socket.socket, peer: str, dispatch: Callable[[Request], Awaitable[Any]],
                  max_frame_size: int, max_in_flight: int) -> None:
         self.sock = sock
         self.peer = peer
@@ -101,13 +100,12 @@ class Connection:
             raise ProtocolError(f"unsupported version {header.api_version} of api {header.api_key}") from exc
         except (UnknownApi, MalformedRequest):
             raise
-        return loop.create_task(self._handle(request))
-
-    async def _handle(self, request: Request) -> ResponseParts:
         started = time.perf_counter()
+        return loop.create_task(self._handle(request, self._dispatch(request), started))
+
+    async def _handle(self, request: Request, handling: Awaitable[Any], started: float) -> ResponseParts:
         name = metrics.api_name(request.api_key)
-        result = self._dispatch(request)
-        body = await result if result is not None else None
+        body = await handling
         metrics.REQUESTS.labels(name).inc()
         metrics.REQUEST_VERSIONS.labels(name, str(request.api_version)).inc()
         metrics.LATENCY.labels(name).observe(time.perf_counter() - started)
