@@ -10,6 +10,7 @@ import signal
 import sys
 
 from minikafka.config import BrokerConfig, ConfigError
+from minikafka.tools import log_dirs as log_dirs_tool
 
 log = logging.getLogger("minikafka")
 
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
                           help="with the broker stopped: accept that these replicas lost their data (their "
                                "log dir failed or was replaced) and have the broker re-create them empty")
     log_dirs.add_argument("--yes", action="store_true", help="confirm --recreate (the data is lost for good)")
+    log_dirs_tool.add_arguments(log_dirs)
     log_dirs.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
@@ -42,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if log_dirs_tool.requested(args) is not None:
+        return log_dirs_tool.run(args)
     if not args.recreate:
-        parser.error("log-dirs needs an action (--recreate)")
+        parser.error("log-dirs needs an action (--describe, --move, --progress or --recreate)")
     try:
         config = BrokerConfig.load(args.config, args.override)
     except ConfigError as exc:

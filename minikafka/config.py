@@ -100,10 +100,21 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: -1 <= v <= 65535, "must be a port number or -1"),
         ConfigDef("metrics.host", _parse_str, "127.0.0.1", "address of the /metrics endpoint"),
         ConfigDef("cluster.id", _parse_str, "", "cluster id (embedded mode generates one)"),
+        ConfigDef("log.dir.min.free.bytes", _parse_int, 0,
+                  "a log dir with less free room than this gets no new replica and no move (0: no floor)",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("num.replica.alter.log.dirs.threads", _parse_int, None,
+                  "threads copying replicas between log dirs, and moves running at once "
+                  "(default: the number of log dirs)", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _parse_int, 2**63 - 1,
+                  "bytes per second all moves between log dirs may copy together; changeable at run time",
+                  lambda v: v >= 1, "must be >= 1"),
     ]
 }
 
-ALIASES = {"node.id": "broker.id", "log.dir": "log.dirs"}
+ALIASES = {"node.id": "broker.id", "log.dir": "log.dirs",
+           # KIP-113's name for the move throttle.
+           "intra.broker.throttled.rate": "replica.alter.log.dirs.io.max.bytes.per.second"}
 
 
 def read_properties(text: str, source: str = "<string>") -> dict[str, str]:

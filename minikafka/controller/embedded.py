@@ -78,8 +78,21 @@ class EmbeddedController:
     def startup(self) -> None:
         """Load the metadata and lead every partition it lists."""
         self.store.load()
+        self.replica_manager.log_manager.preferred_log_dirs.update(self.store.log_dir_requests(self.broker_id))
         for topic in self.store.topics().values():
             self._lead(topic)
+
+    def remember_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
+        """AlterReplicaLogDirs named a replica this broker does not host yet: create it in
+        ``log_dir`` when it comes (KIP-113), even if the broker restarts meanwhile."""
+        self.replica_manager.log_manager.preferred_log_dirs[(topic, partition)] = log_dir
+        self.store.put_log_dir_request(self.broker_id, topic, partition, log_dir)
+
+    def _forget_used_log_dir_requests(self) -> None:
+        pending = self.replica_manager.log_manager.preferred_log_dirs
+        for topic, partition in list(self.store.log_dir_requests(self.broker_id)):
+            if (topic, partition) not in pending:
+                self.store.put_log_dir_request(self.broker_id, topic, partition, None)
 
     def _lead(self, topic: TopicState) -> None:
         """Lead every partition of ``topic`` this broker has a replica of, or record that it
@@ -108,6 +121,7 @@ class EmbeddedController:
                 changed = True
         if changed:
             self.store.put_topic(topic)
+        self._forget_used_log_dir_requests()
 
     def replicas_offline(self, partitions: list[tuple[str, int]]) -> None:
         """This broker's replicas of ``partitions`` went offline (their log dir failed)."""

@@ -91,6 +91,15 @@ class MetadataStore(ABC):
     @abstractmethod
     def allocate_producer_id_block(self) -> range: ...
 
+    @abstractmethod
+    def log_dir_requests(self, broker_id: int) -> dict[tuple[str, int], str]:
+        """The log dir asked (AlterReplicaLogDirs) for each replica of ``broker_id`` that did not
+        exist yet: the placement memory of moves (KIP-113), kept until the replica is created."""
+
+    @abstractmethod
+    def put_log_dir_request(self, broker_id: int, topic: str, partition: int, log_dir: str | None) -> None:
+        """Remember the dir asked for a replica not created yet, or forget it (None)."""
+
 
 class LocalMetadataStore(MetadataStore):
     """Embedded-mode metadata: one JSON document, a copy in every healthy log dir.
@@ -107,6 +116,7 @@ class LocalMetadataStore(MetadataStore):
         self._cluster_id = cluster_id
         self._topics: dict[str, TopicState] = {}
         self._next_producer_id = 0
+        self._log_dir_requests: dict[str, list[dict[str, Any]]] = {}  # broker id -> [{topic, partition, log_dir}]
 
     def load(self, refresh: bool = True) -> None:
         """Read the newest copy; with ``refresh``, write it back to every healthy dir."""
@@ -134,6 +144,8 @@ class LocalMetadataStore(MetadataStore):
             self._cluster_id = self._cluster_id or newest["cluster_id"]
             self._topics = {t["name"]: TopicState.from_json(t) for t in newest["topics"]}
             self._next_producer_id = newest["next_producer_id"]
+            self._log_dir_requests = {broker: list(entries)
+                                      for broker, entries in newest.get("log_dir_requests", {}).items()}
         if not self._cluster_id:
             self._cluster_id = _new_cluster_id()
         # Every healthy dir gets the newest copy, including a dir that was just replaced.
@@ -155,6 +167,23 @@ class LocalMetadataStore(MetadataStore):
         self._topics.pop(name, None)
         self._write()
 
+    def log_dir_requests(self, broker_id: int) -> dict[tuple[str, int], str]:
+        return {(e["topic"], e["partition"]): e["log_dir"] for e in self._log_dir_requests.get(str(broker_id), [])}
+
+    def put_log_dir_request(self, broker_id: int, topic: str, partition: int, log_dir: str | None) -> None:
+        requests = self.log_dir_requests(broker_id)
+        if log_dir is None:
+            if requests.pop((topic, partition), None) is None:
+                return
+        else:
+            requests[(topic, partition)] = log_dir
+        entries = [{"topic": t, "partition": p, "log_dir": d} for (t, p), d in sorted(requests.items())]
+        if entries:
+            self._log_dir_requests[str(broker_id)] = entries
+        else:
+            self._log_dir_requests.pop(str(broker_id), None)
+        self._write()
+
     def allocate_producer_id_block(self) -> range:
         start = self._next_producer_id
         self._next_producer_id += PRODUCER_ID_BLOCK_SIZE
@@ -171,6 +200,7 @@ class LocalMetadataStore(MetadataStore):
                 "version": self._version,
                 "cluster_id": self._cluster_id,
                 "next_producer_id": self._next_producer_id,
+                "log_dir_requests": self._log_dir_requests,
                 "topics": [t.to_json() for t in self._topics.values()],
             },
             indent=1,

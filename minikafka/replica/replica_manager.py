@@ -204,6 +204,13 @@ class ReplicaManager:
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def replace_log(self, topic: str, index: int, new_log: Log) -> None:
+        """Serve the partition from ``new_log`` from now on: the LogDirMover swapped a moved
+        copy in (on the event loop, between two appends, so nothing is lost or reordered)."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            partition.log = new_log
+
     # --- produce ----------------------------------------------------------------------------
     def append(self, topic: str, index: int, records: bytes | None, now: int) -> ProduceResult:
         partition = self.partitions.get((topic, index))

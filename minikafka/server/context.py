@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from minikafka.config import BrokerConfig
 from minikafka.controller.embedded import EmbeddedController
+from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.log_manager import LogManager
 
@@ -19,6 +20,8 @@ class BrokerContext:
     host: str
     port: int
     handled_apis: frozenset[int]
+    # Moves between log dirs (AlterReplicaLogDirs, DescribeLogDirs).
+    mover: LogDirMover | None = field(default=None, kw_only=True)
 
     @property
     def broker_id(self) -> int:

@@ -7,6 +7,7 @@ import os
 import time
 import uuid
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from minikafka.storage.checkpoints import (
@@ -115,6 +116,21 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
+def future_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuidhex>-future``: where a replica being moved is copied to."""
+    return f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+
+
+def parse_future_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a future dir name, None for anything else."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
+        return None
+    return parse_partition_dir(stem)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -148,6 +164,8 @@ class Log:
         self.producer_state = ProducerStateManager(dir_path, guard)
         self._pending_deletes: list[tuple[int, Segment]] = []
         self.closed = False
+        # Told the offset of every truncation (a mover copying this log must re-copy from it).
+        self.on_truncate: Callable[[int], None] | None = None
 
     # ---- creation and loading ----------------------------------------------------------
 
@@ -172,12 +190,13 @@ class Log:
         recovery_point: int | None = None, log_start_offset: int | None = None,
         high_watermark: int | None = None, topic_id: uuid.UUID | None = None,
     ) -> Log:
-        """Open an existing partition dir; without ``clean``, recover from the recovery point."""
-        parsed = parse_partition_dir(os.path.basename(dir_path))
+        """Open an existing partition dir (or a move's future dir); without ``clean``, recover
+        from the recovery point."""
+        parsed = parse_partition_dir(os.path.basename(dir_path)) or parse_future_dir(os.path.basename(dir_path))
         if parsed is None:
             raise ValueError(f"{dir_path} is not a partition directory")
         topic, partition = parsed
-        guard = guard.for_partition(os.path.basename(dir_path))
+        guard = guard.for_partition(partition_dir_name(topic, partition))
         try:
             stored_id = read_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), guard)
         except CorruptCheckpointError:
@@ -496,6 +515,8 @@ class Log:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        if self.on_truncate is not None:
+            self.on_truncate(offset)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._bases.pop()
@@ -504,6 +525,8 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``offset``."""
+        if self.on_truncate is not None:
+            self.on_truncate(-1)
         for segment in self.segments:
             segment.delete()
         self.segments = [Segment.create(self.dir_path, offset, self.guard, self.config.index_interval_bytes)]
@@ -624,16 +647,37 @@ class Log:
         for segment in self.segments:
             segment.close()
 
-    def delete(self) -> str:
+    def delete(self, sync: bool = True) -> str:
         """Close and rename the dir to ``<topic>-<partition>.<uuidhex>-delete``; returns the
-        new path.  The LogManager removes it later."""
+        new path.  The LogManager removes it later.  Without ``sync`` the caller fsyncs the
+        log dir itself (the LogDirMover does it off the event loop)."""
         self.close()
         target = os.path.join(self.log_dir, f"{self.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         with self.guard:
             os.rename(self.dir_path, target)
-        fsync_dir(self.log_dir, self.guard)
+        if sync:
+            fsync_dir(self.log_dir, self.guard)
         self.dir_path = target
         return target
+
+    def rename_dir(self, new_path: str) -> None:
+        """Rename this open log's directory within its log dir (a move's copy becoming the
+        partition's dir) and repoint every path it holds; no fsync (the caller's)."""
+        old = self.dir_path
+        with self.guard:
+            os.rename(old, new_path)
+
+        def moved(path: str) -> str:
+            return new_path + path[len(old):] if path.startswith(old + os.sep) else path
+
+        self.dir_path = new_path
+        for segment in [*self.segments, *(s for _, s in self._pending_deletes)]:
+            segment.dir_path = new_path
+            segment.log_path = moved(segment.log_path)
+            segment.offset_index.file.path = moved(segment.offset_index.file.path)
+            segment.time_index.file.path = moved(segment.time_index.file.path)
+        self.leader_epochs.set_dir(new_path)
+        self.producer_state.dir_path = new_path
 
     def __repr__(self) -> str:
         return (f"Log({self.dir_path}, start={self.log_start_offset}, end={self._leo}, "

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import logging
 import os
 import shutil
 import stat
 import time
 import uuid
+from dataclasses import dataclass
 
 from minikafka.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
+    PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     CorruptCheckpointError,
@@ -26,6 +29,7 @@ from minikafka.storage.checkpoints import (
     uuid_to_base64,
     write_atomically,
     write_offset_checkpoint,
+    write_partition_metadata,
 )
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import (
@@ -42,6 +46,8 @@ from minikafka.storage.log import (
     ZERO_UUID,
     Log,
     LogConfig,
+    future_dir_name,
+    parse_future_dir,
     parse_partition_dir,
     partition_dir_name,
 )
@@ -56,15 +62,72 @@ _RESERVED_DIRECTORY_IDS = {uuid.UUID(int=i) for i in range(100)}
 
 TopicPartition = tuple[str, int]
 
-
 # Startup writes this much into every log dir (then removes it): a dir that cannot take it has
 # no room for the checkpoints and metadata the broker must write, let alone for records.
 ROOM_PROBE_FILE = ".minikafka-room-probe"
 ROOM_PROBE_BYTES = 64 * 1024
 
 
+# Written (durably) into a move's future dir before the swap starts: from then on the future
+# log is the partition's data, whatever instant a crash hits (see replace_current_with_future).
+MOVE_MARKER_FILE = "minikafka-move-committed.json"
+# Test-only, read once at startup: MINIKAFKA_TEST_EXIT_AT=<point> makes the process exit at
+# once (no cleanup, as kill -9 would) when it reaches that named point of a move;
+# MINIKAFKA_TEST_PAUSE_AT=<point> freezes it there (the whole event loop) for a test to kill it.
+_EXIT_AT = os.environ.get("MINIKAFKA_TEST_EXIT_AT", "")
+_PAUSE_AT = os.environ.get("MINIKAFKA_TEST_PAUSE_AT", "")
+TEST_EXIT_STATUS = 86
+
+
+def hook_point(point: str) -> None:
+    """A named instant of a move where a crash test may stop the process (see above)."""
+    if point == _EXIT_AT:
+        logger.warning("test hook: exiting at %s", point)
+        logging.shutdown()
+        os._exit(TEST_EXIT_STATUS)
+    if point == _PAUSE_AT:
+        logger.warning("test hook: paused at %s", point)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        while True:
+            time.sleep(3600)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class FutureLog:
+    """The destination of a move between log dirs: ``<topic>-<partition>.<uuid>-future``.
+
+    Registered in ``LogManager.future_logs`` from its creation (or from a startup that found
+    it, to resume the move) until it replaces the current log or is dropped.  Only the
+    LogDirMover writes its files (from its copy threads) and sets ``size_bytes`` and
+    ``log_end_offset`` (from the event loop) as the copy progresses; the LogManager creates,
+    registers, drops and swaps it, on the event loop.
+    """
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    log_dir: str
+    dir_path: str
+    size_bytes: int = 0
+    log_end_offset: int = 0
+    resumed: bool = False  # found at startup: its files hold an earlier run's copy
+
+    @property
+    def name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class DirUsage:
+    """Size of the file system a log dir is on (KIP-827's total and usable bytes)."""
+
+    total_bytes: int
+    usable_bytes: int
 
 
 def _has_broker_data(log_dir: str) -> bool:
@@ -143,8 +206,6 @@ def _startup_problem(log_dir: str, first_start: bool) -> OSError | None:
     return None
 
 
-
-
 class LogManager:
     """Owns the broker's log dirs: their locks, meta.properties and directory ids, the
     offset checkpoint files, placement of new logs, loading/recovery at startup, retention
@@ -157,7 +218,7 @@ class LogManager:
 
     def __init__(
         self, log_dirs: list[str], broker_id: int, cluster_id: str, default_config: LogConfig,
-        failure_channel: LogDirFailureChannel,
+        failure_channel: LogDirFailureChannel, *, min_free_bytes: int = 0,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -175,6 +236,17 @@ class LogManager:
         # (st_dev, st_ino) of each dir as opened: a dir replaced or unmounted under us differs.
         self._identities: dict[str, tuple[int, int]] = {}
         self._pending_dir_deletes: list[tuple[int, str, str]] = []  # (due ms, log dir, path)
+        # Moves between dirs: the future log of each partition being moved, the dirs asked for
+        # replicas not created yet (AlterReplicaLogDirs before the replica exists), and the
+        # floor of free room below which a dir gets no new replica nor move.
+        self.future_logs: dict[TopicPartition, FutureLog] = {}
+        self.preferred_log_dirs: dict[TopicPartition, str] = {}
+        self.min_free_bytes = min_free_bytes
+        self._found_futures: list[tuple[str, str]] = []  # (log dir, path), startup only
+        # Moved logs whose dir still holds the swap's marker (-> source dir), and those of them
+        # whose source is retired, so that the next checkpoint of their dir may drop the marker.
+        self._moved: dict[TopicPartition, str] = {}
+        self._marker_clearable: set[TopicPartition] = set()
         self._first_start = True
 
     # ---- startup ------------------------------------------------------------------------
@@ -195,6 +267,7 @@ class LogManager:
                 except KafkaStorageError as exc:
                     logger.error("log dir %s is offline after a failure at startup: %s", log_dir, exc)
                     self._release_lock(log_dir)
+            self._settle_moves()
         except BaseException:
             for log in self.logs.values():
                 log.close()
@@ -236,20 +309,26 @@ class LogManager:
                     self._remove_tree(log_dir, path)
                     continue
                 if name.endswith(FUTURE_DIR_SUFFIX):
-                    logger.info("leaving future log %s alone", path)
+                    self._found_futures.append((log_dir, path))
                     continue
                 key = parse_partition_dir(name)
                 if key is None:
                     continue
-                if key in self.logs:
+                twin = self.logs.get(key)
+                if twin is not None and not self._move_explains(twin.dir_path, path):
                     raise InconsistentMetadataError(
                         f"partition {name} is in two log dirs: {self.logs[key].log_dir} and {log_dir}"
                     )
-                loaded[key] = Log.load(
+                offsets = (recovery_points.get(key), log_start_offsets.get(key), high_watermarks.get(key))
+                if key not in log_start_offsets:
+                    offsets = self._marker_offsets(log_dir, path, offsets)
+                found = Log.load(
                     log_dir, path, self.default_config, guard, clean=clean,
-                    recovery_point=recovery_points.get(key), log_start_offset=log_start_offsets.get(key),
-                    high_watermark=high_watermarks.get(key),
+                    recovery_point=offsets[0], log_start_offset=offsets[1], high_watermark=offsets[2],
                 )
+                if twin is not None and self._settle_twins(twin, found) is twin:
+                    continue
+                loaded[key] = found
             if clean:
                 with guard:
                     os.unlink(clean_marker)
@@ -380,20 +459,60 @@ class LogManager:
 
     # ---- creation, placement, deletion ------------------------------------------------
 
+    def dir_usage(self, log_dir: str) -> DirUsage:
+        """Total and usable bytes of the file system holding ``log_dir``."""
+        with self._guards[log_dir]:
+            st = os.statvfs(log_dir)
+        return DirUsage(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize)
+
+    def placed_bytes(self, log_dir: str) -> int:
+        """Bytes of the replicas (and future replicas) in ``log_dir``."""
+        total = sum(log.size_bytes for log in self.logs.values() if log.log_dir == log_dir)
+        return total + sum(f.size_bytes for f in self.future_logs.values() if f.log_dir == log_dir)
+
+    def free_room(self) -> dict[str, int]:
+        """Usable bytes of each live dir whose file system answers; dirs sharing a file system
+        get the same figure (one statvfs each), so only their placed bytes tell them apart."""
+        by_device: dict[int, int] = {}
+        room: dict[str, int] = {}
+        for log_dir in self.live_dirs:
+            try:
+                with self._guards[log_dir]:
+                    device = os.stat(log_dir).st_dev
+                if device not in by_device:
+                    by_device[device] = self.dir_usage(log_dir).usable_bytes
+            except KafkaStorageError as exc:
+                logger.error("log dir %s left out of placement: %s", log_dir, exc)
+                continue
+            room[log_dir] = by_device[device]
+        return room
+
     def choose_log_dir(self, topic: str) -> str:
-        """Where a new replica of ``topic`` goes: the live dir with the fewest partitions of
-        this topic, then the fewest partitions overall, then the first configured."""
+        """Where a new replica of ``topic`` goes.
+
+        Among the live dirs with at least ``min_free_bytes`` of usable room: the one holding
+        the fewest partitions of ``topic`` (a topic spreads over the dirs), then the one with
+        the most free room, then the fewest bytes already placed there (what tells apart dirs
+        on one file system), then the fewest partitions, then the first configured.
+        """
         live = self.live_dirs
         if not live:
             raise NoLiveLogDirError("no live log dir to place a new partition in")
-        per_topic = dict.fromkeys(live, 0)
-        overall = dict.fromkeys(live, 0)
+        room = self.free_room()
+        eligible = [d for d in live if room.get(d, -1) >= self.min_free_bytes]
+        if not eligible:
+            raise NoLiveLogDirError(
+                f"no live log dir has log.dir.min.free.bytes={self.min_free_bytes} bytes free: " + ", ".join(
+                    f"{d}: {room[d]} usable" if d in room else f"{d}: unreadable" for d in live))
+        per_topic = dict.fromkeys(eligible, 0)
+        overall = dict.fromkeys(eligible, 0)
         for (log_topic, _), log in self.logs.items():
             if log.log_dir in overall:
                 overall[log.log_dir] += 1
                 if log_topic == topic:
                     per_topic[log.log_dir] += 1
-        return min(live, key=lambda d: (per_topic[d], overall[d], self.log_dirs.index(d)))
+        placed = {d: self.placed_bytes(d) for d in eligible}
+        return min(eligible, key=lambda d: (per_topic[d], -room[d], placed[d], overall[d], self.log_dirs.index(d)))
 
     def get_or_create_log(
         self, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig | None = None,
@@ -408,7 +527,9 @@ class LogManager:
                     f"{partition_dir_name(topic, partition)} has topic id {log.topic_id}, not {topic_id}"
                 )
             return log
-        target = log_dir if log_dir is not None else self.choose_log_dir(topic)
+        target = log_dir if log_dir is not None else self._take_preferred_dir(key)
+        if target is None:
+            target = self.choose_log_dir(topic)
         if target not in self._guards:
             raise ValueError(f"{target} is not one of the log dirs {self.log_dirs}")
         if target not in self.live_dirs:
@@ -417,9 +538,21 @@ class LogManager:
         self.logs[key] = log
         return log
 
+    def _take_preferred_dir(self, key: TopicPartition) -> str | None:
+        preferred = self.preferred_log_dirs.pop(key, None)
+        if preferred is not None and preferred not in self.live_dirs:
+            logger.warning("%s was to be created in %s, which is offline; placing it elsewhere",
+                           partition_dir_name(*key), preferred)
+            return None
+        return preferred
+
     def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> None:
         """Forget the partition's log and rename its dir ``...-delete``; the files go after
         file.delete.delay.ms (on a later ``run_retention``, or at the next startup)."""
+        if (topic, partition) in self.future_logs:
+            retired = self.abandon_future_log(topic, partition)
+            if retired is not None:
+                self._pending_dir_deletes.append((now_ms if now_ms is not None else _now_ms(),) + retired)
         log = self.logs.pop((topic, partition), None)
         if log is None:
             return
@@ -440,11 +573,277 @@ class LogManager:
         gone = [key for key, log in self.logs.items() if log.log_dir == log_dir]
         for key in gone:
             self.logs.pop(key).close()
+        for key in [key for key, future in self.future_logs.items() if future.log_dir == log_dir]:
+            del self.future_logs[key]
         self.directory_ids.pop(log_dir, None)
         self._identities.pop(log_dir, None)
         self._pending_dir_deletes = [e for e in self._pending_dir_deletes if e[1] != log_dir]
         self._release_lock(log_dir)
         return gone
+
+    # ---- moves between log dirs (KIP-113) ----------------------------------------------
+    #
+    # A move copies the current log of a partition into a future dir in another log dir (the
+    # LogDirMover does the copying) and then swaps it in.  The swap, and a startup after a crash
+    # at any instant of it, go through the marker file written into the future dir first:
+    #
+    #   1. the future dir is a complete, durable image of the current log (the mover's job);
+    #   2. ``commit_future_log``: write MOVE_MARKER_FILE into it (atomic, fsynced) and serve the
+    #      partition from the future dir: the swap is decided, appends go there from now on;
+    #   3. ``retire_moved_source``: rename the old dir ``-delete`` in the source dir;
+    #   4. ``promote_future_log``: rename the future dir ``<topic>-<partition>``;
+    #   5. the marker goes with the destination's next checkpoint (which then lists the log).
+    #
+    # Only 1-2 must happen with no append in between; 3-5 may interleave with appends.  A
+    # startup that finds a future dir with the marker finishes 3-5 (recovering what was appended
+    # after 2), unless the current log took appends the future never saw (its dir was offline
+    # when the broker ran without it); a future dir without the marker resumes the move.  A
+    # partition in two dirs is legitimate only when one holds the marker naming the other's dir
+    # (the source was offline when the swap was finished); then the source copy goes.
+
+    def create_future_log(self, topic: str, partition: int, log_dir: str) -> FutureLog:
+        """Make the empty future dir of a move of the partition into ``log_dir``; registers it.
+
+        Raises ValueError when the partition has no log here, already has a future log, or
+        is in ``log_dir`` already; KafkaStorageError when ``log_dir`` is offline or fails.
+        """
+        key = (topic, partition)
+        current = self.logs.get(key)
+        if current is None:
+            raise ValueError(f"{partition_dir_name(topic, partition)} has no log on this broker")
+        if key in self.future_logs:
+            raise ValueError(f"{current.name} is already being moved to {self.future_logs[key].log_dir}")
+        if log_dir == current.log_dir:
+            raise ValueError(f"{current.name} is in {log_dir} already")
+        if log_dir not in self._guards:
+            raise ValueError(f"{log_dir} is not one of the log dirs {self.log_dirs}")
+        if log_dir not in self.live_dirs:
+            raise KafkaStorageError(log_dir, current.name, None)
+        guard = self._guards[log_dir].for_partition(current.name)
+        path = os.path.join(log_dir, future_dir_name(topic, partition))
+        with guard:
+            os.mkdir(path)
+        write_partition_metadata(os.path.join(path, PARTITION_METADATA), current.topic_id, guard)
+        fsync_dir(log_dir, guard)
+        future = FutureLog(topic, partition, current.topic_id, log_dir, path)
+        self.future_logs[key] = future
+        return future
+
+    def abandon_future_log(self, topic: str, partition: int) -> tuple[str, str] | None:
+        """Drop the partition's future log and rename its dir ``-delete``; returns (log dir,
+        new path) for the caller to remove (it may be large), None if there was none."""
+        future = self.future_logs.pop((topic, partition), None)
+        if future is None:
+            return None
+        guard = self._guards[future.log_dir].for_partition(future.name)
+        target = os.path.join(future.log_dir, f"{future.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        with guard:
+            os.rename(future.dir_path, target)
+        return future.log_dir, target
+
+    def forget_future_log(self, topic: str, partition: int) -> FutureLog | None:
+        """Stop tracking the partition's future log without touching its files (used when its
+        dir or its source's dir failed: the files may be all that is left of the data)."""
+        return self.future_logs.pop((topic, partition), None)
+
+    def remove_retired(self, log_dir: str, path: str) -> None:
+        """Remove a ``-delete`` dir now (blocking: callers run it off the event loop only if
+        they turn an OSError into a report of ``log_dir`` themselves)."""
+        self._remove_tree(log_dir, path)
+
+    def commit_future_log(self, topic: str, partition: int) -> tuple[Log, Log]:
+        """Steps 2 of the swap: decide it durably and serve the partition from the future dir;
+        returns (new log, old log).  The old log is closed, its files untouched.
+
+        The caller made the future dir a durable byte image of the current log (segments,
+        index files, leader-epoch checkpoint, a producer snapshot at the log end) and lets no
+        append in between.  Raises KafkaStorageError if the destination fails; the current
+        log is then still the partition's.
+        """
+        key = (topic, partition)
+        future = self.future_logs[key]
+        current = self.logs[key]
+        dest_guard = self._guards[future.log_dir].for_partition(current.name)
+        marker = {
+            "topic": topic,
+            "partition": partition,
+            "topic_id": str(current.topic_id),
+            "source_dir": current.log_dir,
+            "log_end_offset": current.log_end_offset,
+            "log_start_offset": current.log_start_offset,
+            "high_watermark": current.high_watermark,
+        }
+        write_atomically(os.path.join(future.dir_path, MOVE_MARKER_FILE), json.dumps(marker).encode(), dest_guard)
+        hook_point("swap.marker_written")
+        new = Log.load(future.log_dir, future.dir_path, current.config, self._guards[future.log_dir], clean=True,
+                       recovery_point=current.log_end_offset, log_start_offset=current.log_start_offset,
+                       high_watermark=current.high_watermark)
+        current.close()
+        del self.future_logs[key]
+        self.logs[key] = new
+        self._moved[key] = current.log_dir
+        return new, current
+
+    def retire_moved_source(self, old: Log, sync: bool = True) -> str:
+        """Step 3: rename the old dir of a moved partition ``-delete``; returns its new path."""
+        return old.delete(sync=sync)
+
+    def promote_future_log(self, topic: str, partition: int, sync: bool = True) -> str:
+        """Step 4: give the moved log (served from its future dir) the partition's dir name."""
+        log = self.logs[(topic, partition)]
+        final = os.path.join(log.log_dir, log.name)
+        log.rename_dir(final)
+        if sync:
+            fsync_dir(log.log_dir, log.guard)
+        hook_point("swap.future_promoted")
+        return final
+
+    def source_retired(self, topic: str, partition: int) -> None:
+        """Steps 3-4 are durable: the marker may go with the destination's next checkpoint."""
+        if (topic, partition) in self._moved:
+            self._marker_clearable.add((topic, partition))
+
+    def replace_current_with_future(self, topic: str, partition: int) -> tuple[Log, str]:
+        """The whole swap at once, fsyncs included (for callers that need not let appends in
+        between the steps); returns the new log and the ``-delete`` path of the old one."""
+        new, old = self.commit_future_log(topic, partition)
+        retired = self.retire_moved_source(old)
+        hook_point("swap.source_retired")
+        self.promote_future_log(topic, partition)
+        self.source_retired(topic, partition)
+        self._checkpoint_dir(new.log_dir)
+        self._clear_markers(new.log_dir)
+        return new, retired
+
+    def _remove_marker(self, dir_path: str, guard: DirGuard) -> None:
+        with guard:
+            os.unlink(os.path.join(dir_path, MOVE_MARKER_FILE))
+        fsync_dir(dir_path, guard)
+
+    def _read_marker(self, log_dir: str, dir_path: str) -> dict[str, object] | None:
+        """The move marker in ``dir_path``, None if there is none or it does not parse (it is
+        written atomically, so an unreadable one was never a decision)."""
+        text = read_text(os.path.join(dir_path, MOVE_MARKER_FILE), self._guards[log_dir])
+        if text is None:
+            return None
+        try:
+            marker = json.loads(text)
+            int(marker["log_end_offset"])
+            str(marker["source_dir"])
+        except (ValueError, KeyError, TypeError):
+            logger.warning("ignoring the unreadable move marker in %s", dir_path)
+            return None
+        return marker
+
+    def _marker_offsets(self, log_dir: str, path: str,
+                        offsets: tuple[int | None, int | None, int | None]) -> tuple[int | None, int | None, int | None]:
+        """Offsets for a log its dir's checkpoints do not list yet: a moved log still holding its
+        swap marker has them there (everything up to its log end then was fsynced)."""
+        marker = self._read_marker(log_dir, path)
+        if marker is None:
+            return offsets
+        return (int(marker["log_end_offset"]), int(marker["log_start_offset"]),  # type: ignore[call-overload]
+                int(marker["high_watermark"]))  # type: ignore[call-overload]
+
+    def _move_explains(self, first: str, second: str) -> bool:
+        """Whether one of two dirs of the same partition holds a move marker naming the
+        other's log dir as the source (a swap finished while the source dir was offline)."""
+        for winner, other in ((first, second), (second, first)):
+            log_dir = os.path.dirname(winner)
+            marker = self._read_marker(log_dir, winner)
+            if marker is not None and marker["source_dir"] == os.path.dirname(other):
+                return True
+        return False
+
+    def _settle_twins(self, first: Log, second: Log) -> Log:
+        """Keep the moved copy of a partition found in two dirs (``_move_explains`` said why),
+        unless the other copy took appends after the swap; retire the loser. Returns the winner."""
+        moved, source = (first, second)
+        marker = self._read_marker(first.log_dir, first.dir_path)
+        if marker is None or marker["source_dir"] != second.log_dir:
+            moved, source = second, first
+            marker = self._read_marker(second.log_dir, second.dir_path)
+        assert marker is not None
+        if source.log_end_offset > int(marker["log_end_offset"]):  # type: ignore[call-overload]
+            winner, loser = source, moved
+            logger.error("%s is in %s and %s: the copy in %s took appends after the move's swap, so it is "
+                         "kept and the moved copy (ending at offset %s) is retired", source.name,
+                         source.log_dir, moved.log_dir, source.log_dir, marker["log_end_offset"])
+        else:
+            winner, loser = moved, source
+            logger.warning("%s: finishing a move swapped while %s was offline; retiring the copy there",
+                           source.name, source.log_dir)
+        key = (loser.topic, loser.partition)
+        if self.logs.get(key) is loser:
+            self.logs[key] = winner
+        self._remove_tree(loser.log_dir, loser.delete())
+        self._remove_marker(moved.dir_path, self._guards[moved.log_dir].for_partition(moved.name))
+        return winner
+
+    def _settle_moves(self) -> None:
+        """At startup: finish the swaps that were decided, resume the other moves, and drop
+        markers left in moved logs once their source dir is known to be clean."""
+        found, self._found_futures = self._found_futures, []
+        for log_dir, path in found:
+            if log_dir not in self.live_dirs:
+                continue
+            try:
+                self._settle_future(log_dir, path)
+            except KafkaStorageError as exc:
+                logger.error("could not settle the move in %s: %s", path, exc)
+        for log in list(self.logs.values()):
+            if log.log_dir not in self.live_dirs:
+                continue
+            try:
+                marker = self._read_marker(log.log_dir, log.dir_path)
+                if marker is not None and marker["source_dir"] in self.live_dirs:
+                    self._checkpoint_dir(log.log_dir)
+                    self._remove_marker(log.dir_path, log.guard)
+            except KafkaStorageError as exc:
+                logger.error("could not check %s for a move marker: %s", log.dir_path, exc)
+
+    def _settle_future(self, log_dir: str, path: str) -> None:
+        parsed = parse_future_dir(os.path.basename(path))
+        if parsed is None:
+            logger.warning("leaving %s alone: not a future dir name this broker makes", path)
+            return
+        key = parsed
+        name = partition_dir_name(*key)
+        guard = self._guards[log_dir].for_partition(name)
+        marker = self._read_marker(log_dir, path)
+        current = self.logs.get(key)
+        if marker is None:
+            if current is None:
+                logger.warning("leaving %s alone: a move's copy whose source is in no live log dir", path)
+            elif current.log_dir == log_dir or key in self.future_logs:
+                logger.info("removing %s: a stale copy of an unfinished move", path)
+                self._remove_tree(log_dir, path)
+            else:
+                self.future_logs[key] = FutureLog(key[0], key[1], current.topic_id, log_dir, path, resumed=True)
+                logger.info("resuming the move of %s from %s to %s", name, current.log_dir, log_dir)
+            return
+        if current is not None and (current.log_dir != marker["source_dir"]
+                                    or current.log_end_offset > int(marker["log_end_offset"])):  # type: ignore[call-overload]
+            logger.warning("removing %s: its swap was decided, but %s in %s has moved on since", path, name,
+                           current.log_dir)
+            self._remove_tree(log_dir, path)
+            return
+        if current is not None:
+            del self.logs[key]
+            self._remove_tree(current.log_dir, current.delete())
+        final = os.path.join(log_dir, name)
+        with guard:
+            os.rename(path, final)
+        fsync_dir(log_dir, guard)
+        # Appends may have followed the decision: recover from the log end it had then.
+        end = int(marker["log_end_offset"])  # type: ignore[call-overload]
+        self.logs[key] = Log.load(log_dir, final, self.default_config, self._guards[log_dir], clean=False,
+                                  recovery_point=end, log_start_offset=int(marker["log_start_offset"]),  # type: ignore[call-overload]
+                                  high_watermark=int(marker["high_watermark"]))  # type: ignore[call-overload]
+        logger.info("finished the swap of %s into %s, decided before the broker stopped", name, log_dir)
+        if marker["source_dir"] in self.live_dirs:
+            self._checkpoint_dir(log_dir)
+            self._remove_marker(final, guard)
 
     # ---- periodic work ----------------------------------------------------------------
 
@@ -453,8 +852,18 @@ class LogManager:
         for log_dir in self.live_dirs:
             try:
                 self._checkpoint_dir(log_dir)
+                self._clear_markers(log_dir)
             except KafkaStorageError as exc:
                 logger.error("checkpoint of %s failed: %s", log_dir, exc)
+
+    def _clear_markers(self, log_dir: str) -> None:
+        """Drop the swap markers of logs moved into ``log_dir`` whose source is retired: its
+        checkpoints, just written, list them now."""
+        for key in [k for k in self._marker_clearable if k in self.logs and self.logs[k].log_dir == log_dir]:
+            log = self.logs[key]
+            self._remove_marker(log.dir_path, log.guard)
+            self._marker_clearable.discard(key)
+            self._moved.pop(key, None)
 
     def _checkpoint_dir(self, log_dir: str) -> None:
         # Written by path: make sure the path still leads to the dir (not a bare mount point).
@@ -519,6 +928,7 @@ class LogManager:
                         log.flush()
                         log.take_producer_snapshot()
                     self._checkpoint_dir(log_dir)
+                    self._clear_markers(log_dir)
                     for _, pending_dir, path in self._pending_dir_deletes:
                         if pending_dir == log_dir:
                             self._remove_tree(log_dir, path)
@@ -538,3 +948,4 @@ class LogManager:
             self._release_lock(log_dir)
         self._pending_dir_deletes = []
         self.logs = {}
+        self.future_logs = {}
