@@ -104,14 +104,15 @@ class Tmpfs:
         st = os.statvfs(self.path)
         return st.f_bavail * st.f_frsize
 
-    def fill(self) -> int:
-        """Write a filler file until the tmpfs has no block left; returns the bytes written."""
+    def fill(self, leave_free: int = 0) -> int:
+        """Write a filler file until the tmpfs has no block left (or only about ``leave_free``
+        bytes); returns the bytes written."""
         assert self.mounted and not self.detached, "fill needs the tmpfs mounted"
         written = 0
         with open(self.path / "filler", "ab", buffering=0) as f:
             for chunk in (1 << 20, 64 << 10, 4 << 10, 512):
                 block = b"\0" * chunk
-                while True:
+                while self.free_bytes() - chunk >= leave_free:
                     try:
                         written += f.write(block) or 0
                     except OSError as exc:

@@ -32,8 +32,9 @@ PARTITIONS = 4
 
 
 @pytest.fixture
-def made_brokers() -> Iterator[list[BrokerProcess]]:
-    """Brokers this test starts (closed afterwards; their stderr printed, shown on failure)."""
+def made_brokers(tmpfs_mounts: list[Tmpfs]) -> Iterator[list[BrokerProcess]]:
+    """Brokers this test starts: closed afterwards, before any tmpfs is unmounted; their
+    stderr is printed (shown on failure)."""
     brokers: list[BrokerProcess] = []
     yield brokers
     for broker in brokers:
@@ -70,8 +71,9 @@ def _check_lost_state(broker: BrokerProcess, good: list[int], lost: list[int], a
         assert (metadata[p].error_code, metadata[p].leader_id) == (0, 1), metadata[p]
     disk_faults.assert_read_back(broker, TOPIC, good, acked)
     # Nothing of the lost partitions was re-created: not in the good dir, not in a fresh one.
-    recreated = [(n, d) for n, d in broker.partition_dirs().items() if int(n.rsplit("-", 1)[1]) in lost
-                 and (d == broker.log_dirs[0] or not dir_offline)]
+    lost_names = {f"{TOPIC}-{p}" for p in lost}
+    recreated = [(n, d) for n, d in broker.partition_dirs().items()
+                 if n in lost_names and (d == broker.log_dirs[0] or not dir_offline)]
     assert not recreated, recreated
     log_dirs = disk_faults.describe_log_dirs(broker)
     if log_dirs is not None:
