@@ -48,6 +48,7 @@ class ConfigDef:
     doc: str
     check: Callable[[Any], bool] | None = None
     check_doc: str = ""
+    dynamic: bool = False  # may be changed at runtime (IncrementalAlterConfigs on the broker)
 
 
 _WEEK_MS = 7 * 24 * 3600 * 1000
@@ -69,13 +70,16 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("auto.create.topics.enable", _parse_bool, True, "create unknown topics on use"),
         ConfigDef("log.segment.bytes", _parse_int, 1 << 30, "size of a segment file before it rolls",
-                  lambda v: v >= 14, "must be >= 14"),
+                  lambda v: v >= 14, "must be >= 14", dynamic=True),
         ConfigDef("log.roll.ms", _parse_int, _WEEK_MS, "age of a segment before it rolls", lambda v: v >= 1,
-                  "must be >= 1"),
+                  "must be >= 1", dynamic=True),
         ConfigDef("log.retention.ms", _parse_int, _WEEK_MS, "age after which segments are deleted (-1: never)",
-                  lambda v: v >= -1, "must be >= -1"),
+                  lambda v: v >= -1, "must be >= -1", dynamic=True),
         ConfigDef("log.retention.bytes", _parse_int, -1, "partition size above which old segments go",
-                  lambda v: v >= -1, "must be >= -1"),
+                  lambda v: v >= -1, "must be >= -1", dynamic=True),
+        ConfigDef("log.segment.delete.delay.ms", _parse_int, 60_000,
+                  "how long deleted segments and the dirs of deleted topics wait before their files are removed",
+                  lambda v: v >= 0, "must be >= 0"),
         ConfigDef("log.retention.check.interval.ms", _parse_int, 300_000, "how often retention runs",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("log.index.interval.bytes", _parse_int, 4096, "bytes between offset index entries",
@@ -100,6 +104,30 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: -1 <= v <= 65535, "must be a port number or -1"),
         ConfigDef("metrics.host", _parse_str, "127.0.0.1", "address of the /metrics endpoint"),
         ConfigDef("cluster.id", _parse_str, "", "cluster id (embedded mode generates one)"),
+        ConfigDef("offsets.topic.num.partitions", _parse_int, 50,
+                  "partitions of __consumer_offsets, fixed when it is created", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("offsets.topic.segment.bytes", _parse_int, 100 * 1024 * 1024, "segment size of __consumer_offsets",
+                  lambda v: v >= 14, "must be >= 14"),
+        ConfigDef("offsets.retention.minutes", _parse_int, 7 * 24 * 60,
+                  "how long the committed offsets of a group without members are kept", lambda v: v >= 1,
+                  "must be >= 1"),
+        ConfigDef("offsets.retention.check.interval.ms", _parse_int, 600_000, "how often expired offsets are removed",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("offset.metadata.max.bytes", _parse_int, 4096, "largest metadata string of a committed offset",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("offsets.snapshot.min.dirty.records", _parse_int, 1000,
+                  "superseded records a __consumer_offsets partition may hold before it is rewritten as a "
+                  "snapshot of its live state (minikafka's stand-in for log compaction)", lambda v: v >= 1,
+                  "must be >= 1"),
+        ConfigDef("group.initial.rebalance.delay.ms", _parse_int, 3000,
+                  "how long the first rebalance of an empty group waits for more members to join",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("group.min.session.timeout.ms", _parse_int, 6000, "smallest session timeout a member may ask for",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("group.max.session.timeout.ms", _parse_int, 1_800_000,
+                  "largest session timeout a member may ask for", lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("group.max.size", _parse_int, 2**31 - 1, "most members a group may have", lambda v: v >= 1,
+                  "must be >= 1"),
         ConfigDef("log.dir.min.free.bytes", _parse_int, 0,
                   "a log dir with less free room than this gets no new replica and no move (0: no floor)",
                   lambda v: v >= 0, "must be >= 0"),
@@ -108,7 +136,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "(default: the number of log dirs)", lambda v: v >= 1, "must be >= 1"),
         ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _parse_int, 2**63 - 1,
                   "bytes per second all moves between log dirs may copy together; changeable at run time",
-                  lambda v: v >= 1, "must be >= 1"),
+                  lambda v: v >= 1, "must be >= 1", dynamic=True),
     ]
 }
 
@@ -141,8 +169,32 @@ def read_properties(text: str, source: str = "<string>") -> dict[str, str]:
     return values
 
 
+def dynamic_keys() -> list[str]:
+    return [name for name, definition in DEFINITIONS.items() if definition.dynamic]
+
+
+def _checked(definition: ConfigDef, key: str, text: str) -> Any:
+    try:
+        value = definition.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"invalid value {text!r} for configuration {key!r}: {exc}") from None
+    if definition.check is not None and not definition.check(value):
+        raise ConfigError(f"invalid value {text!r} for configuration {key!r}: {definition.check_doc}")
+    return value
+
+
+ConfigListener = Callable[[str, Any], None]
+
+
 class BrokerConfig:
-    """Parsed, validated broker settings. Read-only once built (dynamic configs come later)."""
+    """Parsed, validated broker settings.
+
+    Static values never change. Keys declared ``dynamic`` may also get a dynamic value, per
+    broker or as a cluster-wide default (IncrementalAlterConfigs; the controller stores them in
+    the metadata store and calls ``apply_dynamic``); the effective value is the per-broker one,
+    else the cluster default, else the static one. Components register ``on_change`` listeners
+    for the keys they use. Event-loop thread only.
+    """
 
     def __init__(self, raw: Mapping[str, str]) -> None:
         self.raw = dict(raw)
@@ -165,6 +217,9 @@ class BrokerConfig:
             self.values[name] = value
             self.explicit.add(name)
         self._check_listeners()
+        self.dynamic_broker: dict[str, Any] = {}
+        self.dynamic_default: dict[str, Any] = {}
+        self._listeners: dict[str, list[ConfigListener]] = {}
 
     def _check_listeners(self) -> None:
         for key in ("listeners", "advertised.listeners"):
@@ -191,7 +246,54 @@ class BrokerConfig:
         return cls(raw)
 
     def __getitem__(self, name: str) -> Any:
+        if name in self.dynamic_broker:
+            return self.dynamic_broker[name]
+        if name in self.dynamic_default:
+            return self.dynamic_default[name]
         return self.values[name]
+
+    def source_of(self, name: str) -> int:
+        """Where the effective value of a key comes from (a ConfigSource)."""
+        if name in self.dynamic_broker:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self.dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if name in self.explicit:
+            return ConfigSource.STATIC_BROKER_CONFIG
+        return ConfigSource.DEFAULT_CONFIG
+
+    def parse_dynamic(self, configs: Mapping[str, str]) -> dict[str, Any]:
+        """Parse values for dynamic keys; raises ConfigError naming the first bad key."""
+        parsed: dict[str, Any] = {}
+        for key, text in configs.items():
+            name = ALIASES.get(key, key)
+            definition = DEFINITIONS.get(name)
+            if definition is None:
+                raise ConfigError(f"Unknown broker config: {key}")
+            if not definition.dynamic:
+                raise ConfigError(f"Broker config {key} cannot be changed dynamically; set it in server.properties")
+            parsed[name] = _checked(definition, key, text)
+        return parsed
+
+    def apply_dynamic(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> None:
+        """Replace every dynamic value (raises ConfigError, changing nothing, if one is bad), then
+        call the listeners of each key whose effective value changed."""
+        broker_values, default_values = self.parse_dynamic(per_broker), self.parse_dynamic(cluster_default)
+        before = {key: self[key] for key in dynamic_keys()}
+        self.dynamic_broker, self.dynamic_default = broker_values, default_values
+        for key, old in before.items():
+            new = self[key]
+            if new != old:
+                log.info("dynamic config %s changed from %r to %r", key, old, new)
+                for listener in list(self._listeners.get(key, [])):
+                    listener(key, new)
+
+    def on_change(self, key: str, listener: ConfigListener) -> None:
+        """Call ``listener(key, new_value)`` whenever the effective value of a dynamic key changes."""
+        definition = DEFINITIONS.get(key)
+        if definition is None or not definition.dynamic:
+            raise ValueError(f"{key} is not a dynamic broker config")
+        self._listeners.setdefault(key, []).append(listener)
 
     @property
     def broker_id(self) -> int:

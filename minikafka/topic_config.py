@@ -47,6 +47,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", _long, lambda v: v >= 0,
                        "must be >= 0"),
         TopicConfigDef("min.insync.replicas", "min.insync.replicas", _long, lambda v: v >= 1, "must be >= 1"),
+        TopicConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", _long, lambda v: v >= 0,
+                       "must be >= 0"),
         TopicConfigDef("cleanup.policy", None, lambda t: t.strip(), lambda v: v == "delete",
                        "only delete is supported", default="delete"),
     ]
@@ -94,6 +96,7 @@ def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig) -> Lo
         message_timestamp_type=value("message.timestamp.type"),
         index_interval_bytes=value("index.interval.bytes"),
         max_message_bytes=value("max.message.bytes"),
+        file_delete_delay_ms=value("file.delete.delay.ms"),
     )
 
 
@@ -103,6 +106,6 @@ def describe_topic_config(key: str, topic_configs: Mapping[str, str], broker: Br
     if overridden:
         return format_value(value), ConfigSource.DYNAMIC_TOPIC_CONFIG
     definition = TOPIC_CONFIGS[key]
-    if definition.broker_key is not None and definition.broker_key in broker.explicit:
-        return format_value(value), ConfigSource.STATIC_BROKER_CONFIG
+    if definition.broker_key is not None:
+        return format_value(value), broker.source_of(definition.broker_key)
     return format_value(value), ConfigSource.DEFAULT_CONFIG

@@ -7,23 +7,26 @@ the event loop.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from minikafka.config import BrokerConfig
+from minikafka.config import DEFINITIONS, BrokerConfig, ConfigError
 from minikafka.controller.metadata_store import NO_LEADER, MetadataStore, PartitionState, TopicState
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.errors import KafkaStorageError
-from minikafka.topic_config import InvalidTopicConfig, log_config_for, validate_topic_configs
+from minikafka.topic_config import TOPIC_CONFIGS, InvalidTopicConfig, log_config_for, validate_topic_configs
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 @dataclass
@@ -61,6 +64,11 @@ class EmbeddedController:
         self.broker_id = config.broker_id
         self._producer_ids: range = range(0)
         self._next_producer_index = 0
+        # Broker keys that give topic configs their defaults: when one changes dynamically, every
+        # log that does not override it follows.
+        for key in sorted({d.broker_key for d in TOPIC_CONFIGS.values() if d.broker_key is not None}):
+            if DEFINITIONS[key].dynamic:
+                config.on_change(key, self._refresh_log_configs)
 
     @property
     def cluster_id(self) -> str:
@@ -76,8 +84,9 @@ class EmbeddedController:
         return None
 
     def startup(self) -> None:
-        """Load the metadata and lead every partition it lists."""
+        """Load the metadata, apply the stored dynamic broker configs, lead every partition."""
         self.store.load()
+        self._apply_broker_configs()
         self.replica_manager.log_manager.preferred_log_dirs.update(self.store.log_dir_requests(self.broker_id))
         for topic in self.store.topics().values():
             self._lead(topic)
@@ -182,6 +191,8 @@ class EmbeddedController:
         return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
 
     def auto_create_topic(self, name: str) -> CreateTopicResult:
+        if name in INTERNAL_TOPICS:
+            return self.create_internal_topic(name)
         return self.create_topic(name, self.config["num.partitions"], self.config["default.replication.factor"], {})
 
     def next_producer_id(self) -> int:
@@ -191,6 +202,115 @@ class EmbeddedController:
         producer_id = self._producer_ids[self._next_producer_index]
         self._next_producer_index += 1
         return producer_id
+
+    # ---- internal topics, deletion, more partitions, configs -------------------------------
+
+    def create_internal_topic(self, name: str) -> CreateTopicResult:
+        """Create an internal topic with its fixed layout (only __consumer_offsets is served).
+
+        Its log keeps everything (no retention): the group coordinator bounds it by rewriting
+        partitions as snapshots of their live state."""
+        if name != OFFSETS_TOPIC:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} is not served")
+        configs: dict[str, str | None] = {
+            "retention.ms": "-1", "retention.bytes": "-1",
+            "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+        }
+        return self.create_topic(name, self.config["offsets.topic.num.partitions"], 1, configs)
+
+    def delete_topic(self, name: str) -> tuple[ErrorCode, str | None]:
+        """Remove the topic from the metadata now; its logs are renamed at once and their files
+        removed in the background (LogManager, after file.delete.delay.ms)."""
+        topic = self.store.topics().get(name)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        if name in INTERNAL_TOPICS:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted"
+        try:
+            self.store.delete_topic(name)
+        except KafkaStorageError as exc:
+            return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+        for index in sorted(topic.partitions):
+            self.replica_manager.remove_partition(name, index)
+        log.info("deleted topic %s (id %s); its files are removed in the background", name, topic.topic_id)
+        return ErrorCode.NONE, None
+
+    def create_partitions(self, name: str, count: int, validate_only: bool) -> tuple[ErrorCode, str | None]:
+        topic = self.store.topics().get(name)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        if name in INTERNAL_TOPICS:
+            # The group coordinator maps groups to partitions by the partition count.
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"The partitions of internal topic {name} cannot change"
+        current = len(topic.partitions)
+        if count == current:
+            return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
+        if count < current:
+            return ErrorCode.INVALID_PARTITIONS, (
+                f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if validate_only:
+            return ErrorCode.NONE, None
+        partitions = dict(topic.partitions)
+        for index in range(current, count):
+            partitions[index] = PartitionState(leader=self.broker_id, leader_epoch=0, replicas=[self.broker_id],
+                                               isr=[self.broker_id], new_replicas=[self.broker_id])
+        grown = dataclasses.replace(topic, partitions=partitions)
+        try:
+            self.store.put_topic(grown)
+        except KafkaStorageError as exc:
+            return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+        self._lead(grown)
+        log.info("topic %s now has %d partitions (was %d)", name, count, current)
+        return ErrorCode.NONE, None
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """Replace the topic's dynamic configs; the logs of its partitions follow at once."""
+        topic = self.store.topics().get(name)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        try:
+            validated = validate_topic_configs(dict(configs))
+        except InvalidTopicConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if validate_only:
+            return ErrorCode.NONE, None
+        try:
+            self.store.put_topic(dataclasses.replace(topic, configs=validated))
+        except KafkaStorageError as exc:
+            return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+        self.replica_manager.update_config(name, log_config_for(validated, self.config))
+        log.info("configs of topic %s are now %s", name, validated)
+        return ErrorCode.NONE, None
+
+    def broker_configs(self) -> dict[str, dict[str, str]]:
+        return self.store.broker_configs()
+
+    def alter_broker_configs(self, entity: str, configs: dict[str, str], validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """Replace the dynamic configs of this broker (entity = its id) or the cluster defaults
+        (entity ""); listeners registered with BrokerConfig.on_change see the new values."""
+        try:
+            self.config.parse_dynamic(configs)
+        except ConfigError as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if validate_only:
+            return ErrorCode.NONE, None
+        try:
+            self.store.put_broker_configs(entity, configs)
+        except KafkaStorageError as exc:
+            return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+        self._apply_broker_configs()
+        return ErrorCode.NONE, None
+
+    def _apply_broker_configs(self) -> None:
+        stored = self.store.broker_configs()
+        try:
+            self.config.apply_dynamic(stored.get(str(self.broker_id), {}), stored.get("", {}))
+        except ConfigError as exc:
+            log.error("stored dynamic broker configs not applied: %s", exc)
+
+    def _refresh_log_configs(self, key: str, value: Any) -> None:
+        for topic in self.store.topics().values():
+            self.replica_manager.update_config(topic.name, log_config_for(topic.configs, self.config))
 
 
 def _without_leader(state: PartitionState) -> bool:

@@ -92,6 +92,14 @@ class MetadataStore(ABC):
     def allocate_producer_id_block(self) -> range: ...
 
     @abstractmethod
+    def broker_configs(self) -> dict[str, dict[str, str]]:
+        """Dynamic broker configs as given: {broker id as text, or "" for cluster defaults: {key: value}}."""
+
+    @abstractmethod
+    def put_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of one broker (or of the cluster defaults, entity "")."""
+
+    @abstractmethod
     def log_dir_requests(self, broker_id: int) -> dict[tuple[str, int], str]:
         """The log dir asked (AlterReplicaLogDirs) for each replica of ``broker_id`` that did not
         exist yet: the placement memory of moves (KIP-113), kept until the replica is created."""
@@ -116,6 +124,7 @@ class LocalMetadataStore(MetadataStore):
         self._cluster_id = cluster_id
         self._topics: dict[str, TopicState] = {}
         self._next_producer_id = 0
+        self._broker_configs: dict[str, dict[str, str]] = {}
         self._log_dir_requests: dict[str, list[dict[str, Any]]] = {}  # broker id -> [{topic, partition, log_dir}]
 
     def load(self, refresh: bool = True) -> None:
@@ -144,6 +153,7 @@ class LocalMetadataStore(MetadataStore):
             self._cluster_id = self._cluster_id or newest["cluster_id"]
             self._topics = {t["name"]: TopicState.from_json(t) for t in newest["topics"]}
             self._next_producer_id = newest["next_producer_id"]
+            self._broker_configs = {entity: dict(c) for entity, c in newest.get("broker_configs", {}).items()}
             self._log_dir_requests = {broker: list(entries)
                                       for broker, entries in newest.get("log_dir_requests", {}).items()}
         if not self._cluster_id:
@@ -165,6 +175,16 @@ class LocalMetadataStore(MetadataStore):
 
     def delete_topic(self, name: str) -> None:
         self._topics.pop(name, None)
+        self._write()
+
+    def broker_configs(self) -> dict[str, dict[str, str]]:
+        return self._broker_configs
+
+    def put_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._broker_configs[entity] = dict(configs)
+        else:
+            self._broker_configs.pop(entity, None)
         self._write()
 
     def log_dir_requests(self, broker_id: int) -> dict[tuple[str, int], str]:
@@ -200,6 +220,7 @@ class LocalMetadataStore(MetadataStore):
                 "version": self._version,
                 "cluster_id": self._cluster_id,
                 "next_producer_id": self._next_producer_id,
+                "broker_configs": self._broker_configs,
                 "log_dir_requests": self._log_dir_requests,
                 "topics": [t.to_json() for t in self._topics.values()],
             },

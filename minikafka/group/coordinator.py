@@ -967,9 +967,6 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
-            if not group_id:
-                results[group_id] = ErrorCode.INVALID_GROUP_ID
-                continue
             error = self.partition_error(group_id)
             if error != ErrorCode.NONE:
                 results[group_id] = error

@@ -14,8 +14,9 @@ Event-loop thread only; the GroupCoordinator is its only caller.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
+from minikafka.controller.embedded import OFFSETS_TOPIC, EmbeddedController
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from protocol.errors import ErrorCode
@@ -24,7 +25,6 @@ from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 KeyValue = tuple[bytes, bytes | None]
 READ_CHUNK_BYTES = 1 << 20
 # Per-record bytes beyond key and value in a v2 batch, at most (length, attributes, deltas,
@@ -49,24 +49,32 @@ _APPEND_ERRORS = {
 class OffsetsTopic:
     """Reads and writes the partitions of __consumer_offsets that this broker leads.
 
-    `create_topic(partitions)` is called once, on first use, when the topic does not exist
-    yet; it returns False if the topic could not be created. `dirty[p]` counts the records
-    appended to partition p since it was loaded or last rewritten.
+    The topic is created on first use (`ensure_exists`) through the controller, with
+    offsets.topic.num.partitions partitions; after that its real partition count counts.
+    `dirty[p]` counts superseded records in partition p (an estimate the coordinator keeps).
     """
 
-    def __init__(self, replica_manager: ReplicaManager, partition_count: int,
-                 create_topic: Callable[[int], bool], exists: bool) -> None:
+    def __init__(self, replica_manager: ReplicaManager, controller: EmbeddedController) -> None:
         self.replica_manager = replica_manager
-        self.partition_count = partition_count
-        self._create_topic = create_topic
-        self.exists = exists
+        self.controller = controller
         self.dirty: dict[int, int] = {}
+
+    @property
+    def exists(self) -> bool:
+        return OFFSETS_TOPIC in self.controller.topics()
+
+    @property
+    def partition_count(self) -> int:
+        topic = self.controller.topics().get(OFFSETS_TOPIC)
+        if topic is None:
+            return self.controller.config["offsets.topic.num.partitions"]
+        return len(topic.partitions)
 
     def ensure_exists(self) -> bool:
         if not self.exists:
-            self.exists = self._create_topic(self.partition_count)
-            if self.exists:
-                log.info("created %s with %d partitions", OFFSETS_TOPIC, self.partition_count)
+            result = self.controller.create_internal_topic(OFFSETS_TOPIC)
+            if result.error != ErrorCode.NONE:
+                log.error("could not create %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
         return self.exists
 
     def status(self, partition: int) -> ErrorCode:
@@ -176,7 +184,7 @@ class OffsetsTopic:
         error = self.append(partition, records)
         if error != ErrorCode.NONE:
             return error
-        error, _ = self.replica_manager.delete_records(OFFSETS_TOPIC, partition, start)
+        error, _ = self.replica_manager.delete_records(OFFSETS_TOPIC, partition, start, internal=True)
         if error != ErrorCode.NONE:
             return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
         log.info("%s-%d rewritten: %d live records from offset %d, older segments deleted",

@@ -126,6 +126,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}  # -> why, for operators
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        # Topics only the broker itself writes (the group coordinator's __consumer_offsets).
+        self.internal_topics: frozenset[str] = frozenset()
 
     # --- leadership -------------------------------------------------------------------------
     def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
@@ -204,6 +206,35 @@ class ReplicaManager:
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def remove_partition(self, topic: str, index: int) -> None:
+        """Stop hosting the partition (its topic was deleted): requests waiting on it are answered
+        now, and its log is renamed for deletion at once; its files go after file.delete.delay.ms."""
+        key = (topic, index)
+        self.partitions.pop(key, None)
+        self.offline_partitions.pop(key, None)
+        self._wake(key)
+        try:
+            self.log_manager.delete_log(topic, index)
+        except KafkaStorageError as exc:
+            log.error("could not delete the log of %s-%d: %s", topic, index, exc)
+
+    def delete_records(self, topic: str, index: int, offset: int, *, internal: bool = False) -> tuple[ErrorCode, int]:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high watermark).
+        Returns (error, low watermark). Internal topics are only trimmed by the broker itself."""
+        if topic in self.internal_topics and not internal:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, -1
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return self._absent((topic, index)), -1
+        log_ = partition.log
+        target = log_.high_watermark if offset == -1 else offset
+        if not 0 <= target <= log_.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        try:
+            return ErrorCode.NONE, log_.delete_records_before(target)
+        except KafkaStorageError:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+
     def replace_log(self, topic: str, index: int, new_log: Log) -> None:
         """Serve the partition from ``new_log`` from now on: the LogDirMover swapped a moved
         copy in (on the event loop, between two appends, so nothing is lost or reordered)."""
@@ -212,7 +243,12 @@ class ReplicaManager:
             partition.log = new_log
 
     # --- produce ----------------------------------------------------------------------------
-    def append(self, topic: str, index: int, records: bytes | None, now: int) -> ProduceResult:
+    def append(self, topic: str, index: int, records: bytes | None, now: int, *,
+               internal: bool = False) -> ProduceResult:
+        """Append as leader; only the broker's own (``internal``) writes may go to internal topics."""
+        if topic in self.internal_topics and not internal:
+            return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 error_message=f"cannot append to internal topic {topic}")
         partition = self.partitions.get((topic, index))
         if partition is None:
             return ProduceResult(self._absent((topic, index)), error_message=self.offline_partitions.get((topic, index)))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from minikafka.config import BrokerConfig
 from minikafka.controller.embedded import EmbeddedController
+from minikafka.group.coordinator import GroupCoordinator
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.log_manager import LogManager
@@ -20,6 +21,9 @@ class BrokerContext:
     host: str
     port: int
     handled_apis: frozenset[int]
+    groups: GroupCoordinator = field(kw_only=True)
+    # The address of the client whose connection the request came on (one context per connection).
+    client_host: str = field(default="", kw_only=True)
     # Moves between log dirs (AlterReplicaLogDirs, DescribeLogDirs).
     mover: LogDirMover | None = field(default=None, kw_only=True)
 

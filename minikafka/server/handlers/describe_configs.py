@@ -14,6 +14,7 @@ API_KEY = 32
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 BROKER_LOGGER_RESOURCE = 8
+_TOPIC_TYPES = {"message.timestamp.type": ConfigType.STRING, "cleanup.policy": ConfigType.LIST}
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
@@ -37,6 +38,10 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message=f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
                                             f"but received {resource.resource_name}")
+            elif resource.resource_name == "":
+                # The cluster-default entity holds only the dynamic defaults that were set.
+                result["configs"] = [_cluster_default_entry(name, ctx, include_synonyms)
+                                     for name in ctx.config.dynamic_default if keys is None or name in keys]
             else:
                 result["configs"] = [_broker_entry(name, ctx, include_synonyms)
                                      for name in DEFINITIONS if keys is None or name in keys]
@@ -47,32 +52,55 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _broker_synonyms(name: str, ctx: BrokerContext) -> list[dict[str, Any]]:
+    """Every value a broker key has, most to least precedent (Kafka's synonym order)."""
+    config = ctx.config
+    found = []
+    if name in config.dynamic_broker:
+        found.append((format_value(config.dynamic_broker[name]), ConfigSource.DYNAMIC_BROKER_CONFIG))
+    if name in config.dynamic_default:
+        found.append((format_value(config.dynamic_default[name]), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if name in config.explicit:
+        found.append((format_value(config.values[name]), ConfigSource.STATIC_BROKER_CONFIG))
+    found.append((format_value(DEFINITIONS[name].default), ConfigSource.DEFAULT_CONFIG))
+    return [{"name": name, "value": value, "source": source} for value, source in found]
+
+
 def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
     value, source = describe_topic_config(key, topic_configs, ctx.config)
     definition = TOPIC_CONFIGS[key]
     entry: dict[str, Any] = {"name": key, "value": value, "read_only": False, "config_source": source,
                              "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
-                             "config_type": ConfigType.STRING if key in ("message.timestamp.type", "cleanup.policy")
-                             else ConfigType.LONG, "synonyms": []}
+                             "config_type": _TOPIC_TYPES.get(key, ConfigType.LONG), "synonyms": []}
     if synonyms:
         if source == ConfigSource.DYNAMIC_TOPIC_CONFIG:
             entry["synonyms"].append({"name": key, "value": value, "source": source})
         if definition.broker_key is not None:
-            broker_value = format_value(ctx.config[definition.broker_key])
-            broker_source = (ConfigSource.STATIC_BROKER_CONFIG if definition.broker_key in ctx.config.explicit
-                             else ConfigSource.DEFAULT_CONFIG)
-            entry["synonyms"].append({"name": definition.broker_key, "value": broker_value, "source": broker_source})
+            entry["synonyms"] += _broker_synonyms(definition.broker_key, ctx)
     return entry
 
 
 def _broker_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
     definition = DEFINITIONS[name]
     value = format_value(ctx.config[name])
-    source = ConfigSource.STATIC_BROKER_CONFIG if name in ctx.config.explicit else ConfigSource.DEFAULT_CONFIG
-    entry: dict[str, Any] = {"name": name, "value": value, "read_only": True, "config_source": source,
-                             "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
-                             "config_type": config_type_of(definition), "synonyms": [],
+    source = ctx.config.source_of(name)
+    entry: dict[str, Any] = {"name": name, "value": value, "read_only": not definition.dynamic,
+                             "config_source": source, "is_default": source == ConfigSource.DEFAULT_CONFIG,
+                             "is_sensitive": False, "config_type": config_type_of(definition), "synonyms": [],
                              "documentation": definition.doc}
     if synonyms:
-        entry["synonyms"].append({"name": name, "value": value, "source": source})
+        entry["synonyms"] = _broker_synonyms(name, ctx)
+    return entry
+
+
+def _cluster_default_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
+    """The cluster-wide dynamic default of a key (DescribeConfigs of the broker resource "")."""
+    definition = DEFINITIONS[name]
+    value = format_value(ctx.config.dynamic_default[name])
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    entry: dict[str, Any] = {"name": name, "value": value, "read_only": False, "config_source": source,
+                             "is_default": False, "is_sensitive": False, "config_type": config_type_of(definition),
+                             "synonyms": [], "documentation": definition.doc}
+    if synonyms:
+        entry["synonyms"] = [{"name": name, "value": value, "source": source}]
     return entry

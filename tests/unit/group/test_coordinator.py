@@ -341,7 +341,7 @@ async def test_delete_groups_and_offsets() -> None:
     assert set(coordinator.fetch_offsets("g", None)[1]) == {("t", 0)}
     assert coordinator.delete_offsets("nope", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
     assert coordinator.delete_groups(["g", "nope", ""]) == {
-        "g": E.NON_EMPTY_GROUP, "nope": E.GROUP_ID_NOT_FOUND, "": E.INVALID_GROUP_ID}
+        "g": E.NON_EMPTY_GROUP, "nope": E.GROUP_ID_NOT_FOUND, "": E.GROUP_ID_NOT_FOUND}
     coordinator.leave_group("g", [(member["member_id"], None)])
     assert coordinator.delete_groups(["g"]) == {"g": E.NONE}
     assert coordinator.describe_group("g") == (E.NONE, None)

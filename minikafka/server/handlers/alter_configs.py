@@ -1,0 +1,124 @@
+"""AlterConfigs and IncrementalAlterConfigs: dynamic configs of topics and of the broker.
+
+AlterConfigs replaces a resource's whole set of dynamic configs; IncrementalAlterConfigs
+sets, deletes, appends to or subtracts from single keys. Either way the resulting set is
+validated as a whole, and a resource with any bad key or value changes nothing
+(INVALID_CONFIG naming the key). Broker configs are per broker (resource name = broker id)
+or cluster-wide defaults (empty resource name); only keys declared dynamic may be set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.config import DEFINITIONS, ConfigType, config_type_of, format_value
+from minikafka.server.context import BrokerContext
+from minikafka.topic_config import TOPIC_CONFIGS, topic_config_value
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEYS = (33, 44)
+INCREMENTAL_ALTER_CONFIGS = 44
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_TOPIC_LIST_KEYS = frozenset({"cleanup.policy"})
+
+Result = tuple[ErrorCode, str | None]
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+def _is_list(resource_type: int, key: str) -> bool:
+    if resource_type == TOPIC_RESOURCE:
+        return key in _TOPIC_LIST_KEYS
+    definition = DEFINITIONS.get(key)
+    return definition is not None and config_type_of(definition) == ConfigType.LIST
+
+
+def _current_list(resource_type: int, key: str, configs: dict[str, str], ctx: BrokerContext) -> list[str]:
+    if key in configs:
+        text = configs[key]
+    elif resource_type == TOPIC_RESOURCE:
+        text = format_value(topic_config_value(key, {}, ctx.config)[0])
+    else:
+        text = format_value(ctx.config[key])
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _apply(resource_type: int, configs: dict[str, str], changes: Any, ctx: BrokerContext) -> None:
+    known = TOPIC_CONFIGS if resource_type == TOPIC_RESOURCE else DEFINITIONS
+    for change in changes:
+        key, op, value = change.name, change.config_operation, change.value
+        if op == SET:
+            if value is None:
+                raise _Refused(ErrorCode.INVALID_CONFIG, f"Null value not supported for {key}")
+            configs[key] = value
+        elif op == DELETE:
+            configs.pop(key, None)
+        elif op in (APPEND, SUBTRACT):
+            if key not in known:
+                raise _Refused(ErrorCode.INVALID_CONFIG, f"Unknown config name: {key}")
+            if not _is_list(resource_type, key):
+                verb = "append" if op == APPEND else "subtract"
+                raise _Refused(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}")
+            items = _current_list(resource_type, key, configs, ctx)
+            given = [item.strip() for item in (value or "").split(",") if item.strip()]
+            if op == APPEND:
+                items += [item for item in given if item not in items]
+            else:
+                items = [item for item in items if item not in given]
+            configs[key] = ",".join(items)
+        else:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
+
+
+def _alter(resource: Any, incremental: bool, validate_only: bool, ctx: BrokerContext) -> Result:
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    name = resource.resource_name
+    changes = resource.configs if incremental else [_AsSet(c.name, c.value) for c in resource.configs]
+    if resource.resource_type == TOPIC_RESOURCE:
+        topic = ctx.controller.topics().get(name)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        configs = dict(topic.configs) if incremental else {}
+        try:
+            _apply(TOPIC_RESOURCE, configs, changes, ctx)
+        except _Refused as exc:
+            return exc.error, str(exc)
+        return ctx.controller.alter_topic_configs(name, configs, validate_only)
+    if resource.resource_type == BROKER_RESOURCE:
+        if name not in ("", str(ctx.broker_id)):
+            return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
+                                               f"but received {name}")
+        configs = dict(ctx.controller.broker_configs().get(name, {})) if incremental else {}
+        try:
+            _apply(BROKER_RESOURCE, configs, changes, ctx)
+        except _Refused as exc:
+            return exc.error, str(exc)
+        return ctx.controller.alter_broker_configs(name, configs, validate_only)
+    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+
+
+class _AsSet:
+    """An AlterConfigs entry seen as an IncrementalAlterConfigs SET."""
+
+    def __init__(self, name: str, value: str | None) -> None:
+        self.name, self.value, self.config_operation = name, value, SET
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    incremental = request.api_key == INCREMENTAL_ALTER_CONFIGS
+    responses = []
+    for resource in body.resources:
+        error, message = _alter(resource, incremental, body.validate_only, ctx)
+        responses.append({"error_code": error, "error_message": message,
+                          "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+    return {"throttle_time_ms": 0, "responses": responses}

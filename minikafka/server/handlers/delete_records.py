@@ -1,0 +1,29 @@
+"""DeleteRecords: move partitions' log start offsets forward (-1: up to the high watermark)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 21
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    topics = []
+    moved = False
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            error, low_watermark = ctx.replica_manager.delete_records(topic.name, p.partition_index, p.offset)
+            moved |= error == ErrorCode.NONE
+            partitions.append({"partition_index": p.partition_index, "low_watermark": low_watermark,
+                               "error_code": error})
+        topics.append({"name": topic.name, "partitions": partitions})
+    if moved:
+        # The new log start offsets reach the checkpoint files now, not a minute later, so a
+        # crash cannot bring deleted records back.
+        ctx.log_manager.checkpoint()
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,50 @@
+"""DeleteTopics: topics leave the metadata at once; their files are removed in the background."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 20
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _delete(name: str | None, topic_id: uuid.UUID, ctx: BrokerContext) -> dict[str, Any]:
+    if name is None:
+        state = ctx.controller.topic_by_id(topic_id)
+        if state is None:
+            return {"name": None, "topic_id": topic_id, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                    "error_message": f"Topic id {topic_id} does not exist"}
+        name = state.name
+    error, message = ctx.controller.delete_topic(name)
+    if error == ErrorCode.NONE:
+        ctx.groups.on_topic_deleted(name)
+    return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    if request.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in body.topic_names]
+    counts = Counter(name if name is not None else topic_id for name, topic_id in wanted)
+    responses = []
+    for name, topic_id in wanted:
+        if counts[name if name is not None else topic_id] > 1:
+            responses.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
+                              "error_message": "Duplicate topic in the request"})
+        elif name is not None and topic_id != ZERO_UUID:
+            responses.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
+                              "error_message": "A topic is named by its name or by its id, not both"})
+        elif name is None and topic_id == ZERO_UUID:
+            responses.append({"name": None, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
+                              "error_message": "Neither a topic name nor a topic id"})
+        else:
+            responses.append(_delete(name, topic_id, ctx))
+    return {"throttle_time_ms": 0, "responses": responses}

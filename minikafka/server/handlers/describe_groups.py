@@ -1,0 +1,37 @@
+"""DescribeGroups: state, protocol and members (with metadata and assignment when Stable) of groups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 15
+NOT_REQUESTED = -(2**31)
+# READ, DELETE and DESCRIBE (Kafka's AclOperation codes 3, 6, 8): everything a group allows,
+# as there are no ACLs here.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    operations = GROUP_OPERATIONS if body.include_authorized_operations else NOT_REQUESTED
+    described = []
+    for group_id in body.groups:
+        error, description = ctx.groups.describe_group(group_id)
+        if description is not None:
+            described.append({"error_code": ErrorCode.NONE, "error_message": None, **description,
+                              "authorized_operations": operations})
+            continue
+        entry = {"error_code": error, "error_message": None, "group_id": group_id, "group_state": "",
+                 "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
+        if error == ErrorCode.NONE:
+            # Before v6 an unknown group is described as Dead; v6 names the error (KIP-1043).
+            if request.api_version >= 6:
+                entry.update(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.")
+            else:
+                entry["group_state"] = "Dead"
+        described.append(entry)
+    return {"throttle_time_ms": 0, "groups": described}

@@ -1,0 +1,16 @@
+"""Heartbeat: keeps a member's session alive and tells it when a rebalance started."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+
+API_KEY = 12
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    error = ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id, body.group_instance_id)
+    return {"throttle_time_ms": 0, "error_code": error}

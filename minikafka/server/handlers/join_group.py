@@ -1,0 +1,36 @@
+"""JoinGroup: a member joins its group and waits (long poll) for the rebalance to complete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.group.coordinator import JoinRequest
+from minikafka.server.context import BrokerContext
+from protocol import Request
+
+API_KEY = 11
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    version = request.api_version
+    # v0 has no rebalance timeout: the session timeout bounds the rebalance, as in Kafka.
+    rebalance_timeout = body.rebalance_timeout_ms if version >= 1 and body.rebalance_timeout_ms >= 0 \
+        else body.session_timeout_ms
+    join = JoinRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        group_instance_id=body.group_instance_id,
+        client_id=request.header.client_id or "",
+        client_host="/" + ctx.client_host,
+        session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout,
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        require_known_member_id=version >= 4,
+        reason=body.reason,
+    )
+    response = await ctx.groups.join_group(join)
+    if version < 7 and response["protocol_name"] is None:
+        response["protocol_name"] = ""  # nullable only from v7
+    return {"throttle_time_ms": 0, **response}

@@ -1,0 +1,25 @@
+"""LeaveGroup: one member (v0-2) or a batch of members by id or group instance id (v3+) leave."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 13
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    if request.api_version < 3:
+        error, per_member = ctx.groups.leave_group(body.group_id, [(body.member_id, None)])
+        if error == ErrorCode.NONE and per_member:
+            error = per_member[0]
+        return {"throttle_time_ms": 0, "error_code": error}
+    leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    error, per_member = ctx.groups.leave_group(body.group_id, leaving)
+    members = [{"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
+               for (member_id, instance_id), member_error in zip(leaving, per_member, strict=False)]
+    return {"throttle_time_ms": 0, "error_code": error, "members": members}

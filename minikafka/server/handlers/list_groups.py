@@ -1,0 +1,17 @@
+"""ListGroups: every group this coordinator knows, optionally filtered by state (v4+) and type (v5+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 16
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    groups = ctx.groups.list_groups(body.states_filter, body.types_filter)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

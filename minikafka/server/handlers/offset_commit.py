@@ -1,0 +1,44 @@
+"""OffsetCommit: store a group's committed offsets (topics by name, or by id from v10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.group.coordinator import CommitEntry
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 8
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    version = request.api_version
+    by_id = version >= 10
+    topics = ctx.controller.topics()
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    wanted: dict[tuple[str, int], CommitEntry] = {}
+    layout = []
+    for topic in body.topics:
+        state = ctx.controller.topic_by_id(topic.topic_id) if by_id else topics.get(topic.name)
+        name = state.name if state is not None else (None if by_id else topic.name)
+        missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        slots = []
+        for p in topic.partitions:
+            key = (name or "", p.partition_index)
+            slots.append(key)
+            if state is None or p.partition_index not in state.partitions:
+                errors[key] = missing if state is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted[key] = CommitEntry(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+        layout.append((topic, slots))
+    if wanted:
+        errors.update(ctx.groups.commit_offsets(
+            body.group_id, body.generation_id_or_member_epoch, body.member_id, body.group_instance_id, wanted,
+            retention_ms=body.retention_time_ms if 2 <= version <= 4 else -1,
+            unknown_group_error=ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION))
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": topic.get("name"), "topic_id": topic.get("topic_id"),
+         "partitions": [{"partition_index": index, "error_code": errors[(name, index)]} for name, index in slots]}
+        for topic, slots in layout]}

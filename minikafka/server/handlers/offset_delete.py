@@ -1,0 +1,27 @@
+"""OffsetDelete: forget a group's committed offsets of partitions it does not consume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 47
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    known = ctx.controller.topics()
+    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions
+              if t.name in known and p.partition_index in known[t.name].partitions]
+    error, results = ctx.groups.delete_offsets(body.group_id, wanted)
+    if error != ErrorCode.NONE:
+        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": results.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+            for p in t.partitions]}
+        for t in body.topics]}

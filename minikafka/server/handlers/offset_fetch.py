@@ -1,0 +1,81 @@
+"""OffsetFetch: a group's committed offsets; one group (v1-7) or several (v8+), by topic id from v10."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 9
+
+
+def _partition(index: int, committed: Any, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    if committed is None:
+        return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                "error_code": error}
+    return {"partition_index": index, "committed_offset": committed.offset,
+            "committed_leader_epoch": committed.leader_epoch, "metadata": committed.metadata, "error_code": error}
+
+
+def _fetch_group(group_id: str, topics: Any, by_id: bool, ctx: BrokerContext) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """(group error, topics of the response) for one group; `topics` None means every committed one."""
+    controller = ctx.controller
+    if topics is None:
+        error, committed = ctx.groups.fetch_offsets(group_id, None)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (name, index), om in sorted(committed.items()):
+            by_topic.setdefault(name, []).append(_partition(index, om))
+        known = controller.topics()
+        result = []
+        for name, partitions in by_topic.items():
+            if by_id:
+                state = known.get(name)
+                if state is None:
+                    continue  # no id to name it by any more
+                result.append({"topic_id": state.topic_id, "partitions": partitions})
+            else:
+                result.append({"name": name, "partitions": partitions})
+        return error, result
+    resolved: list[tuple[Any, str | None]] = []
+    wanted: list[tuple[str, int]] = []
+    for topic in topics:
+        if by_id:
+            state = controller.topic_by_id(topic.topic_id)
+            name = state.name if state is not None else None
+        else:
+            name = topic.name
+        resolved.append((topic, name))
+        if name is not None:
+            wanted += [(name, index) for index in topic.partition_indexes]
+    error, committed = ctx.groups.fetch_offsets(group_id, wanted)
+    result = []
+    for topic, name in resolved:
+        if name is None:
+            partitions = [_partition(i, None, ErrorCode.UNKNOWN_TOPIC_ID) for i in topic.partition_indexes]
+        else:
+            partitions = [_partition(i, committed.get((name, i))) for i in topic.partition_indexes]
+        result.append({"name": name if not by_id else None, "topic_id": topic.get("topic_id", uuid.UUID(int=0)),
+                       "partitions": partitions})
+    return error, result
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    version = request.api_version
+    if version >= 8:
+        groups = []
+        for group in body.groups:
+            error, topics = _fetch_group(group.group_id, group.topics, version >= 10, ctx)
+            groups.append({"group_id": group.group_id, "topics": [] if error else topics, "error_code": error})
+        return {"throttle_time_ms": 0, "groups": groups}
+    error, topics = _fetch_group(body.group_id, body.topics, False, ctx)
+    if error != ErrorCode.NONE and version < 2:
+        # v1 has no request-level error: every partition carries it.
+        for topic in topics:
+            for partition in topic["partitions"]:
+                partition["error_code"] = error
+        return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": [] if error else topics, "error_code": error}

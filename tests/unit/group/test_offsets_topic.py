@@ -1,0 +1,146 @@
+"""The coordinator over the real __consumer_offsets: storage, replica and controller layers on
+temporary dirs, no sockets. Kafka's record format (kafka-python reads it), reload after a
+restart, and snapshots that keep the topic bounded."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+from kafka.record.default_records import DefaultRecordBatch
+
+from minikafka.config import BrokerConfig
+from minikafka.controller.embedded import INTERNAL_TOPICS, OFFSETS_TOPIC, EmbeddedController
+from minikafka.controller.metadata_store import LocalMetadataStore
+from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
+from minikafka.group.offsets_topic import OffsetsTopic
+from minikafka.group.schemas import GroupKey, OffsetKey, decode_key, decode_offset_value
+from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.log_manager import LogManager
+from minikafka.topic_config import log_config_for
+from protocol.errors import ErrorCode
+from protocol.records import iter_batches
+
+from .helpers import ManualScheduler, join_request
+
+PARTITIONS = 4
+
+
+class Stack:
+    """One broker's layers below the server, as Broker.start builds them."""
+
+    def __init__(self, root: Path, min_dirty: int = 1_000_000, **overrides: str) -> None:
+        dirs = [str(root / "d1"), str(root / "d2")]
+        settings = {"log.dirs": ",".join(dirs), "offsets.topic.num.partitions": str(PARTITIONS),
+                    "offsets.snapshot.min.dirty.records": str(min_dirty), **overrides}
+        self.config = BrokerConfig(settings)
+        self.channel = LogDirFailureChannel()
+        for d in dirs:
+            os.makedirs(d, exist_ok=True)
+        self.store = LocalMetadataStore(dirs, self.channel)
+        self.store.load()
+        self.log_manager = LogManager(dirs, 1, self.store.cluster_id, log_config_for({}, self.config), self.channel)
+        self.log_manager.startup()
+        self.replica_manager = ReplicaManager(1, self.log_manager)
+        self.replica_manager.internal_topics = INTERNAL_TOPICS
+        self.controller = EmbeddedController(self.config, self.store, self.replica_manager)
+        self.controller.startup()
+        self.topic = OffsetsTopic(self.replica_manager, self.controller)
+        self.scheduler = ManualScheduler()
+        self.coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), self.topic, self.scheduler)
+        self.coordinator.load()
+
+    def close(self) -> None:
+        self.coordinator.shutdown()
+        self.log_manager.shutdown()
+
+
+def _commit(stack: Stack, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    entries = {tp: CommitEntry(offset, 5, f"meta-{offset}") for tp, offset in offsets.items()}
+    result = stack.coordinator.commit_offsets(group, -1, "", None, entries)
+    assert set(result.values()) == {ErrorCode.NONE}, result
+
+
+def test_topic_created_on_first_use_and_records_in_kafkas_format(tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    try:
+        assert OFFSETS_TOPIC not in stack.controller.topics()
+        assert stack.coordinator.partition_error("g", create=True) == ErrorCode.NONE
+        topic = stack.controller.topics()[OFFSETS_TOPIC]
+        assert len(topic.partitions) == PARTITIONS
+        assert topic.configs["retention.ms"] == "-1"
+        _commit(stack, "g", {("orders", 0): 10, ("orders", 1): 20})
+        partition = stack.coordinator.partition_for("g")
+        log_ = stack.replica_manager.get_partition(OFFSETS_TOPIC, partition).log
+        segment = glob.glob(os.path.join(log_.dir_path, "*.log"))[0]
+        data = Path(segment).read_bytes()
+        records = []
+        for pos, header in iter_batches(data):
+            batch = DefaultRecordBatch(data[pos:pos + header.size])
+            assert batch.validate_crc()
+            records += [(r.key, r.value) for r in batch]
+        keys = [decode_key(k) for k, _ in records]
+        assert keys == [OffsetKey("g", "orders", 0), OffsetKey("g", "orders", 1)]
+        assert records[0][0][:2] == b"\x00\x01", "offset keys are written as version 1"
+        value = decode_offset_value(records[0][1])
+        assert (value.offset, value.leader_epoch, value.metadata) == (10, 5, "meta-10")
+        appended = stack.replica_manager.append(OFFSETS_TOPIC, partition, data, 0)
+        assert appended.error == ErrorCode.INVALID_TOPIC_EXCEPTION, "clients must not write the internal topic"
+        assert stack.replica_manager.delete_records(OFFSETS_TOPIC, partition, -1)[0] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    finally:
+        stack.close()
+
+
+async def test_groups_and_offsets_survive_a_restart(tmp_path: Path) -> None:
+    stack = Stack(tmp_path, **{"group.initial.rebalance.delay.ms": "0"})
+    try:
+        coordinator = stack.coordinator
+        assert coordinator.partition_error("g", create=True) == ErrorCode.NONE
+        joined = await coordinator.join_group(join_request(v4=False))
+        member = joined["member_id"]
+        await coordinator.sync_group("g", 1, member, None, None, None, [(member, b"assignment")])
+        result = coordinator.commit_offsets("g", 1, member, None, {("t", p): CommitEntry(p * 3, -1, "") for p in range(8)})
+        assert set(result.values()) == {ErrorCode.NONE}
+        _commit(stack, "standalone", {("t", 0): 99})
+        coordinator.delete_offsets("standalone", [("t", 0)])
+    finally:
+        stack.close()
+
+    stack = Stack(tmp_path)
+    try:
+        coordinator = stack.coordinator
+        assert coordinator.fetch_offsets("g", None)[1] == {
+            ("t", p): coordinator.groups["g"].offsets[("t", p)] for p in range(8)}
+        assert {tp: om.offset for tp, om in coordinator.fetch_offsets("g", None)[1].items()} == {
+            ("t", p): p * 3 for p in range(8)}
+        assert coordinator.fetch_offsets("standalone", None) == (ErrorCode.NONE, {})
+        assert coordinator.heartbeat("g", 1, member, None) == ErrorCode.NONE
+        synced = await coordinator.sync_group("g", 1, member, None, None, None, [])
+        assert synced["assignment"] == b"assignment"
+    finally:
+        stack.close()
+
+
+def test_snapshots_bound_the_topic_and_keep_the_state(tmp_path: Path) -> None:
+    stack = Stack(tmp_path, min_dirty=50, **{"offsets.topic.segment.bytes": "4096"})
+    try:
+        assert stack.coordinator.partition_error("busy", create=True) == ErrorCode.NONE
+        partition = stack.coordinator.partition_for("busy")
+        for i in range(3000):
+            _commit(stack, "busy", {("t", i % 20): i})
+        log_ = stack.replica_manager.get_partition(OFFSETS_TOPIC, partition).log
+        assert log_.log_start_offset > 2500, "the log start never moved past superseded commits"
+        assert log_.log_end_offset - log_.log_start_offset <= 20 + 50 + 20, log_
+        assert log_.size_bytes < 64 * 1024
+    finally:
+        stack.close()
+    stack = Stack(tmp_path)
+    try:
+        got = stack.coordinator.fetch_offsets("busy", None)[1]
+        assert {tp: om.offset for tp, om in got.items()} == {("t", p): 2980 + p for p in range(20)}
+        keys = [decode_key(k) for k, _ in stack.topic.read(partition)]
+        assert all(isinstance(k, OffsetKey | GroupKey) for k in keys) and len(keys) <= 90
+    finally:
+        stack.close()
