@@ -799,6 +799,8 @@ class LogManager:
                 if marker is not None and marker["source_dir"] in self.live_dirs:
                     self._checkpoint_dir(log.log_dir)
                     self._remove_marker(log.dir_path, log.guard)
+                    logger.info("finished the swap of %s into %s, decided before the broker stopped", log.name,
+                                log.log_dir)
             except KafkaStorageError as exc:
                 logger.error("could not check %s for a move marker: %s", log.dir_path, exc)
 
