@@ -145,6 +145,15 @@ def run_codec_bench() -> str:
     return done.stdout.rstrip()
 
 
+def run_rebalance_bench() -> str:
+    """bench/bench_rebalance.py's report: how long a 3-member group takes to rebalance."""
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "bench_rebalance.py")], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        return f"bench/bench_rebalance.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout.rstrip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per produce run")
@@ -152,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per configuration (median reported)")
     parser.add_argument("--timeout", type=float, default=120.0, help="limit per run, seconds")
     parser.add_argument("--skip-codec", action="store_true")
+    parser.add_argument("--skip-rebalance", action="store_true", help="skip bench/bench_rebalance.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -184,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_codec:
         print("\n## codec cost per request (bench/bench_codec.py)\n")
         print("```\n" + run_codec_bench() + "\n```")
+    if not args.skip_rebalance:
+        print("\n## consumer group rebalance time (bench/bench_rebalance.py)\n")
+        print(run_rebalance_bench())
     return 0
 
 
