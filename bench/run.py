@@ -3,9 +3,10 @@
 Starts its own broker (temporary log dirs, free ports; always stopped at the end), then for
 acks=1 and acks=all and 1 and 8 partitions: produces N uncompressed 1 KiB records into a fresh
 topic and reads them all back, timing each; every configuration runs R times, interleaved. Prints a markdown table, then runs
-bench/bench_codec.py (the protocol codec's cost per request) and prints its report.
+bench/bench_codec.py (the protocol codec's cost per request) and bench/bench_move.py (moves
+between log dirs) and prints their reports.
 
-Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec]
+Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-move]
 """
 
 from __future__ import annotations
@@ -145,6 +146,16 @@ def run_codec_bench() -> str:
     return done.stdout.rstrip()
 
 
+def run_move_bench() -> str:
+    """bench/bench_move.py's report: a 1 GiB move against a plain copy, the throttle's accuracy,
+    produce throughput during moves."""
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "bench_move.py")], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        return f"bench/bench_move.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout.rstrip()
+
+
 def run_rebalance_bench() -> str:
     """bench/bench_rebalance.py's report: how long a 3-member group takes to rebalance."""
     done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "bench_rebalance.py")], cwd=REPO_ROOT,
@@ -162,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="limit per run, seconds")
     parser.add_argument("--skip-codec", action="store_true")
     parser.add_argument("--skip-rebalance", action="store_true", help="skip bench/bench_rebalance.py")
+    parser.add_argument("--skip-move", action="store_true", help="skip bench/bench_move.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -197,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_rebalance:
         print("\n## consumer group rebalance time (bench/bench_rebalance.py)\n")
         print(run_rebalance_bench())
+    if not args.skip_move:
+        print()
+        print(run_move_bench())
     return 0
 
 
