@@ -162,7 +162,8 @@ def check_log_dirs(log_dirs: list[str], failure_channel: LogDirFailureChannel) -
         if problem is None:
             continue
         bad[log_dir] = problem.strerror
-        logger.error("log dir %s cannot be used: %s", log_dir, problem.strerror)
+        # The LogDirFailureHandler logs it (or the startup refusal names it): one line per dir.
+        logger.debug("log dir %s cannot be used: %s", log_dir, problem.strerror)
         failure_channel.report(log_dir, problem)
     return bad
 
