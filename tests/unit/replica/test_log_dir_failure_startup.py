@@ -274,6 +274,13 @@ def test_metadata_survives_losing_a_dir_and_the_newest_copy_wins(tmp_path: Path)
     assert newest["version"] > stale["version"]
     assert json.loads(Path(dirs[2], METADATA_FILE).read_text()) == newest
 
+    # The placement memory of moves and the dynamic configs travel in the same document.
+    store = LocalMetadataStore(dirs, LogDirFailureChannel())
+    store.load()
+    store.put_log_dir_request(BROKER, "later", 0, dirs[2])
+    store.put_broker_configs("", {"log.retention.ms": "1000"})
+    newest = json.loads(Path(dirs[1], METADATA_FILE).read_text())
+
     # A dir coming back with an older copy does not win over the newer ones.
     os.remove(dirs[0])
     os.mkdir(dirs[0])
@@ -282,4 +289,6 @@ def test_metadata_survives_losing_a_dir_and_the_newest_copy_wins(tmp_path: Path)
     store = LocalMetadataStore(dirs, LogDirFailureChannel())
     store.load()
     assert set(store.topics()) == {"t", "u"}
+    assert store.log_dir_requests(BROKER) == {("later", 0): dirs[2]}
+    assert store.broker_configs() == {"": {"log.retention.ms": "1000"}}
     assert json.loads(Path(dirs[0], METADATA_FILE).read_text())["version"] > newest["version"]
