@@ -462,7 +462,9 @@ class LogDirMover:
             if move.source.on_truncate is not None and self.moves.get(move.key) in (move, None):
                 move.source.on_truncate = None
             self._drop_lag_label(move.key)
-        if move.then is not None and self.moves.get(move.key) is move:
+            if self.moves.get(move.key) is move and not move.active:
+                del self.moves[move.key]  # what is left to tell is in the log and in ``failures``
+        if move.then is not None and move.key not in self.moves:
             self.move(move.topic, move.partition, move.then)
 
     def _check(self, move: Move) -> None:

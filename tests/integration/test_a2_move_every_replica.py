@@ -6,6 +6,7 @@ validate the client and cluster state after each round."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -165,6 +166,10 @@ def validate(broker: BrokerProcess, expected: dict[int, str], traffic: Traffic) 
         (TOPIC, p): [(d, False)] for p, d in expected.items()}
     metrics = broker.metrics_text()
     assert "minikafka_log_dir_moves_in_progress 0.0" in metrics
+    moved = re.search(r"^minikafka_log_dir_moved_bytes_total (\S+)$", metrics, re.M)
+    assert moved is not None and float(moved.group(1)) > PARTITIONS * PREFILL_PER_PARTITION * 1000
+    for log_dir in broker.log_dirs:
+        assert f'minikafka_log_dir_bytes{{log_dir="{log_dir}"}}' in metrics
     # Every acknowledged record is read exactly once, in order per partition.
     assert not traffic.crashes, traffic.crashes
     assert not traffic.failed, f"produce failures: {traffic.failed[:5]}"

@@ -131,8 +131,9 @@ def gate(node: Broker) -> Gate:
     return control
 
 
-async def finish(node: Broker, key=("t", 0)):
-    move = node.mover.moves[key]
+async def finish(node: Broker, key=("t", 0), move=None):
+    """Wait for the move of ``key`` (or ``move``, if it may have ended already) and its cleanups."""
+    move = move or node.mover.moves[key]
     assert move.task is not None
     await move.task
     await node.mover.wait_for_cleanups()
@@ -172,7 +173,8 @@ async def test_appends_while_moving_are_neither_refused_nor_lost(broker, dirs):
     while move.active:  # and appends as fast as the loop turns while it catches up and swaps
         broker.append(count=1, size=400)
         await asyncio.sleep(0)
-    await finish(broker)
+    await finish(broker, move=move)
+    assert ("t", 0) not in broker.mover.moves  # a finished move is forgotten
     assert move.state is MoveState.DONE
     records = decode_records(read_all(broker.log()))
     assert [offset for offset, _, _ in records] == list(range(2 * broker.appended))
