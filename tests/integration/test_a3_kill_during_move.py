@@ -88,3 +88,8 @@ def test_a3_kill9_during_a_move_or_its_swap(broker_factory, monkeypatch, point: 
     assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {lost[:5]}"
     assert [r.offset for r in read] == list(range(len(read)))
     assert broker.is_running() and time.monotonic() - started < 90
+    with broker.wire() as wire:
+        (topic,) = wire.metadata([TOPIC], version=5).topics
+    (state,) = topic.partitions
+    assert (topic.error_code, state.error_code, state.leader_id, list(state.replica_nodes), list(state.isr_nodes),
+            list(state.offline_replicas)) == (0, 0, 1, [1], [1], [])
