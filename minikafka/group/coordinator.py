@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from prometheus_client import Counter, Gauge
+
 from minikafka.group.group import (
     Group,
     GroupState,
@@ -48,6 +50,9 @@ log = logging.getLogger(__name__)
 
 KeyValue = tuple[bytes, bytes | None]
 CLASSIC_GROUP_TYPE = "classic"
+
+REBALANCES = Counter("minikafka_group_rebalances", "Rebalances completed with members (generations handed out)")
+GROUPS = Gauge("minikafka_groups", "Groups held by this broker's group coordinator, per state", ["state"])
 # Bounds a handler's wait for a rebalance; the coordinator answers long before (rebalance timeout).
 _MAX_WAIT_S = 3600.0
 
@@ -174,6 +179,12 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded_partitions: set[int] = set()
         self._next_compaction_check: dict[int, int] = {}
+        for state in GroupState:
+            if state != GroupState.DEAD:
+                GROUPS.labels(state.value).set_function(lambda state=state: self._count(state))
+
+    def _count(self, state: GroupState) -> int:
+        return sum(1 for group in self.groups.values() if group.state == state)
 
     # -----------------------------------------------------------------------------------------
     # Loading, availability, shutdown.
@@ -568,6 +579,7 @@ class GroupCoordinator:
             group.leader_id = next(iter(group.members))
         group.state = GroupState.COMPLETING_REBALANCE
         group.pending_sync = set(group.members)
+        REBALANCES.inc()
         log.info("stabilized group %s generation %d (%d members, protocol %s, leader %s)", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
         for member in group.members.values():

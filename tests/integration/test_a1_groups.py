@@ -25,6 +25,7 @@ from kafka import KafkaProducer
 
 from tests.integration.broker_process import BrokerProcess, wait_until
 from tests.integration.clients import create_topic
+from tests.integration.disk_faults import describe_log_dirs
 
 pytestmark = pytest.mark.integration
 
@@ -267,8 +268,8 @@ def _check_duplicates(journal: Journal) -> int:
 def test_a1_consumer_group_survives_members_coming_and_going_and_kill9(broker_factory) -> None:
     broker: BrokerProcess = broker_factory(overrides=BROKER_OVERRIDES)
     create_topic(broker.bootstrap, TOPIC, PARTITIONS)
-    dirs = {d for name, d in broker.partition_dirs().items() if name.startswith(f"{TOPIC}-")}
-    assert dirs == set(broker.log_dirs), "the topic is not spread over both log dirs"
+    placement = {name: d for name, d in broker.partition_dirs().items() if name.startswith(f"{TOPIC}-")}
+    assert set(placement.values()) == set(broker.log_dirs), "the topic is not spread over both log dirs"
 
     journal, produced = Journal(), Produced()
     producers = [threading.Thread(target=_produce_kafka_python, args=(broker.bootstrap, produced), daemon=True),
@@ -334,4 +335,13 @@ def test_a1_consumer_group_survives_members_coming_and_going_and_kill9(broker_fa
     with broker.wire() as wire:
         metadata = wire.metadata([TOPIC], version=1)
     assert all(p.leader_id == 1 and p.error_code == 0 for p in metadata.topics[0].partitions)
+    log_dirs = describe_log_dirs(broker)
+    assert log_dirs is not None
+    for log_dir, (error, replicas) in log_dirs.items():
+        assert error == 0, f"{log_dir} reports error {error}"
+        assert {r for r in replicas if r.startswith(f"{TOPIC}-")} == {
+            name for name, d in placement.items() if str(d) == log_dir}, f"replicas moved in {log_dir}"
+    # Every member has left: the group is Empty (and was loaded Stable after the kill, with no
+    # rebalance needed for its members to carry on).
+    assert 'minikafka_groups{state="Empty"} 1.0' in broker.metrics_text().splitlines()
     assert broker.is_running()
