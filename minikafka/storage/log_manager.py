@@ -550,6 +550,8 @@ class LogManager:
     def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> None:
         """Forget the partition's log and rename its dir ``...-delete``; the files go after
         file.delete.delay.ms (on a later ``run_retention``, or at the next startup)."""
+        self._moved.pop((topic, partition), None)
+        self._marker_clearable.discard((topic, partition))
         if (topic, partition) in self.future_logs:
             retired = self.abandon_future_log(topic, partition)
             if retired is not None:
@@ -689,9 +691,12 @@ class LogManager:
         """Step 3: rename the old dir of a moved partition ``-delete``; returns its new path."""
         return old.delete(sync=sync)
 
-    def promote_future_log(self, topic: str, partition: int, sync: bool = True) -> str:
-        """Step 4: give the moved log (served from its future dir) the partition's dir name."""
-        log = self.logs[(topic, partition)]
+    def promote_future_log(self, topic: str, partition: int, sync: bool = True) -> str | None:
+        """Step 4: give the moved log (served from its future dir) the partition's dir name;
+        None if there is nothing to rename (the partition was deleted meanwhile)."""
+        log = self.logs.get((topic, partition))
+        if log is None or not log.dir_path.endswith(FUTURE_DIR_SUFFIX):
+            return None
         final = os.path.join(log.log_dir, log.name)
         log.rename_dir(final)
         if sync:

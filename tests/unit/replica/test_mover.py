@@ -270,6 +270,32 @@ async def test_a_move_resumes_after_a_restart_keeping_what_was_copied(dirs):
         await again.close()
 
 
+async def test_a_partition_deleted_during_its_move_or_swap_ends_the_move_quietly(broker, dirs, monkeypatch):
+    broker.append(count=20)
+    control = gate(broker)
+    broker.mover.move("t", 0, dirs[1])
+    await control.step()
+    move = broker.mover.moves[("t", 0)]
+    broker.manager.delete_log("t", 0, now_ms=0)
+    control.release()
+    await finish(broker, move=move)
+    assert move.state is MoveState.CANCELLED and ("t", 0) not in broker.mover.failures
+    # Deleted between the decision and the renames: nothing left to rename, no error.
+    broker.lead(partition=1, log_dir=dirs[0])
+    broker.append(partition=1, count=5)
+    real_finish = broker.mover._finish_swap
+
+    async def delete_then_finish(move, old_log):
+        broker.manager.delete_log("t", 1, now_ms=0)
+        await real_finish(move, old_log)
+
+    monkeypatch.setattr(broker.mover, "_finish_swap", delete_then_finish)
+    broker.mover.move("t", 1, dirs[1])
+    second = await finish(broker, key=("t", 1))
+    assert second.state is MoveState.DONE and second.error is None
+    assert broker.manager.get_log("t", 1) is None
+
+
 async def test_a_failing_destination_fails_the_move_and_the_source_keeps_serving(broker, dirs, monkeypatch):
     broker.append(count=10)
 
