@@ -151,8 +151,8 @@ class ReplicaManager:
                 return None
             partition = Partition(topic, index, topic_id, leader_epoch, log_)
             self.partitions[key] = partition
-        else:
-            partition.log.update_config(config)
+        # A log loaded at startup was opened with the broker's defaults; the topic's configs count.
+        partition.log.update_config(config)
         partition.leader_epoch = max(partition.leader_epoch, leader_epoch)
         # A no-op when the log already knows this epoch (a restart), news otherwise.
         partition.log.assign_epoch(partition.leader_epoch, partition.log.log_end_offset)
