@@ -99,6 +99,11 @@ def test_configs_describe_and_alter(admin_broker: BrokerProcess) -> None:
         assert key in message, f"the error does not name {key}: {message}"
     assert _topic_configs(admin_broker, "cfg") == after, "a refused change changed something"
 
+    # The legacy AlterConfigs replaces the whole set (kafka-python sends the other overrides along).
+    cli(admin_broker, "configs", "alter", "-r", "topic", "-n", "cfg", "-c", "retention.bytes=1048576", "--force-alter")
+    legacy = _topic_configs(admin_broker, "cfg")
+    assert legacy["retention.bytes"]["value"] == "1048576" and legacy["retention.ms"]["value"] == "3600000"
+
     # Appending to a single-valued key is refused; deleting goes back to the default.
     result = cli(admin_broker, "configs", "alter", "-r", "topic", "-n", "cfg", "-c", "retention.ms=add(5)")
     assert f"[Error {INVALID_CONFIG}]" in result["topic"]["cfg"]

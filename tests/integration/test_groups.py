@@ -113,6 +113,10 @@ def test_bad_group_requests_get_kafkas_error_codes_and_change_nothing(group_brok
     with Wire(group_broker) as wire, Wire(group_broker) as other:
         found = wire.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["bad-g"]})
         assert found.coordinators[0].error_code == E.NONE and found.coordinators[0].node_id == 1
+        with group_broker.wire() as metadata_wire:
+            (offsets_topic,) = metadata_wire.metadata(["__consumer_offsets"], version=1).topics
+        assert offsets_topic.error_code == 0 and offsets_topic.is_internal
+        assert len(offsets_topic.partitions) == 10
         assert _join(wire, "bad-g", session_ms=100).error_code == E.INVALID_SESSION_TIMEOUT
         assert _join(wire, "").error_code == E.INVALID_GROUP_ID
         member, generation = _member(wire, "bad-g", topics=("bad-input",))
