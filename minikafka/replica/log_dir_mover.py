@@ -690,7 +690,7 @@ class LogDirMover:
         guard = self._dest_guard(move)
         try:
             with guard:
-                for segment, start, end, sealed in self._plan(move):
+                for segment, start, end, _sealed in self._plan(move):
                     fd = self._source_fd(move, segment)
                     if fd is None:
                         raise _Stop("a segment vanished during the swap", keep_files=False)
@@ -710,8 +710,6 @@ class LogDirMover:
                         os.close(fd)
                     move.copied[segment.base_offset] = end
                     move.unsynced.add(segment.base_offset)
-                    if sealed:
-                        move.indexed.add(segment.base_offset)
                 for segment in source.segments:
                     if segment.size == 0 and not os.path.exists(move.future_file(segment.base_offset)):
                         open(move.future_file(segment.base_offset), "wb").close()
@@ -729,6 +727,8 @@ class LogDirMover:
                                             (segment.time_index.file.path, TIME_INDEX_SUFFIX)):
                             if os.path.exists(src):
                                 copy_file(src, move.future_file(base, suffix))
+                        if segment is not source.segments[-1]:
+                            move.indexed.add(base)
                 epochs = os.path.join(source.dir_path, LEADER_EPOCH_CHECKPOINT)
                 if os.path.exists(epochs):
                     copy_file(epochs, os.path.join(move.future.dir_path, LEADER_EPOCH_CHECKPOINT))

@@ -161,6 +161,22 @@ async def test_a_move_copies_every_file_byte_for_byte_and_swaps(broker, dirs):
     assert decode_records(read_all(moved))[-1][2].startswith(b"r31-")
 
 
+async def test_a_segment_sealed_just_before_the_swap_keeps_its_index_files(broker, dirs):
+    broker.append(count=12)
+    control = gate(broker)
+    broker.mover.move("t", 0, dirs[1])
+    await control.step(len(broker.log().segments) - 1)  # the sealed segments are copied
+    broker.mover.swap_delta_bytes = 20_000  # the swap itself copies the rest
+    segments = len(broker.log().segments)
+    while len(broker.log().segments) == segments:  # seal the active segment under the mover
+        broker.append(count=1)
+    files = segment_files(broker.log())
+    control.release()
+    move = await finish(broker)
+    assert move.state is MoveState.DONE
+    assert segment_files(broker.log()) == files
+
+
 async def test_appends_while_moving_are_neither_refused_nor_lost(broker, dirs):
     broker.append(count=20)
     control = gate(broker)
