@@ -711,7 +711,7 @@ class LogDirMover:
                     move.copied[segment.base_offset] = end
                     move.unsynced.add(segment.base_offset)
                 for segment in source.segments:
-                    if segment.size == 0 and not os.path.exists(move.future_file(segment.base_offset)):
+                    if segment.size == 0:  # nothing was copied: create it, or empty a stale copy
                         open(move.future_file(segment.base_offset), "wb").close()
                 # The record data must be durable before the decision; index files, the epoch
                 # checkpoint and the producer snapshot need not be (recovery rebuilds them).

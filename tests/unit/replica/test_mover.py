@@ -239,6 +239,24 @@ async def test_the_source_truncated_and_rewritten_during_the_move_is_copied_agai
     assert decode_records(read_all(broker.log())) == expected
 
 
+async def test_a_source_cut_back_to_an_empty_segment_is_copied_as_such(broker, dirs):
+    broker.append(count=20)
+    control = gate(broker)
+    broker.mover.move("t", 0, dirs[1])
+    await control.step(len(broker.log().segments) - 1)  # the sealed segments are copied
+    source = broker.log()
+    source.truncate_to(0)  # one empty segment is left, at the base of a copied one
+    assert [(s.base_offset, s.size) for s in source.segments] == [(0, 0)]
+    expected = decode_records(read_all(source))
+    control.release()
+    move = await finish(broker)
+    assert move.state is MoveState.DONE, move.error
+    assert decode_records(read_all(broker.log())) == expected
+    assert expected == [] and broker.log().log_end_offset == 0
+    broker.append(count=2)
+    assert [offset for offset, _, _ in decode_records(read_all(broker.log()))] == [0, 1, 2, 3]
+
+
 async def test_retention_and_delete_records_keep_working_during_the_move(broker, dirs):
     broker.append(count=30)
     control = gate(broker)
