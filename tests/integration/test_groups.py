@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,31 @@ def test_offsets_survive_the_loss_of_the_other_log_dir(broker_factory) -> None:
             else:
                 assert found.error_code == E.COORDINATOR_NOT_AVAILABLE, group
     assert broker.is_running()
+
+
+def test_commit_and_fetch_by_topic_id(group_broker: BrokerProcess) -> None:
+    """OffsetCommit and OffsetFetch v10 name topics by id (no client in the test matrix sends them yet)."""
+    create_topic(group_broker.bootstrap, "by-id", 2)
+    with group_broker.wire() as metadata_wire:
+        (topic,) = metadata_wire.metadata(["by-id"], version=12).topics
+    unknown_id = uuid.UUID(int=12345)
+    with Wire(group_broker) as wire:
+        committed = wire.call(COMMIT, 10, {"group_id": "id-g", "generation_id_or_member_epoch": -1, "member_id": "",
+                                           "topics": [
+                                               {"topic_id": topic.topic_id, "partitions": [
+                                                   {"partition_index": 1, "committed_offset": 17,
+                                                    "committed_metadata": "m"}]},
+                                               {"topic_id": unknown_id, "partitions": [
+                                                   {"partition_index": 0, "committed_offset": 1,
+                                                    "committed_metadata": None}]}]})
+        assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in committed.topics] == [
+            (topic.topic_id, [E.NONE]), (unknown_id, [E.UNKNOWN_TOPIC_ID])]
+        fetched = wire.call(FETCH, 10, {"groups": [
+            {"group_id": "id-g", "topics": [{"topic_id": topic.topic_id, "partition_indexes": [0, 1]}]},
+            {"group_id": "id-g", "topics": None}]})
+        wanted, everything = fetched.groups
+        assert [(p.partition_index, p.committed_offset, p.metadata) for p in wanted.topics[0].partitions] == [
+            (0, -1, ""), (1, 17, "m")]
+        assert [(t.topic_id, [(p.partition_index, p.committed_offset) for p in t.partitions])
+                for t in everything.topics] == [(topic.topic_id, [(1, 17)])]
+        assert _committed(wire, "id-g") == {("by-id", 1): 17}
