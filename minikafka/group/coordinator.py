@@ -339,12 +339,12 @@ class GroupCoordinator:
             if req.member_id:
                 return join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
             group = Group(req.group_id, partition=self.partition_for(req.group_id))
-            self.groups[req.group_id] = group
         if group.state == GroupState.DEAD:
             # Deleted meanwhile: the member looks the coordinator up again and retries.
             return join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
         if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):
             return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+        self.groups.setdefault(req.group_id, group)  # a refused join leaves no group behind
         if not req.member_id:
             return self._join_new_member(group, req)
         return self._join_known_member(group, req)

@@ -160,6 +160,9 @@ async def test_generation_and_membership_checks() -> None:
 async def test_bad_joins_are_refused() -> None:
     coordinator, _, scheduler = make_coordinator()
     assert (await coordinator.join_group(join_request(group="")))["error_code"] == E.INVALID_GROUP_ID
+    no_protocols = dataclasses.replace(join_request(group="never"), protocols=[])
+    assert (await coordinator.join_group(no_protocols))["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+    assert "never" not in coordinator.groups
     too_short = dataclasses.replace(join_request(), session_timeout_ms=10)
     assert (await coordinator.join_group(too_short))["error_code"] == E.INVALID_SESSION_TIMEOUT
     assert (await coordinator.join_group(join_request(member_id="ghost")))["error_code"] == E.UNKNOWN_MEMBER_ID
