@@ -67,15 +67,25 @@ class Scheduler(Protocol):
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle: ...
 
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None: ...
+
 
 class LoopScheduler:
-    """Timers on the running asyncio loop; wall-clock milliseconds for timestamps."""
+    """Timers on the asyncio loop it was created on; wall-clock milliseconds for timestamps.
+
+    `call_later` is for the loop's own thread; `call_soon_threadsafe` for any other."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
-        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback)  # type: ignore[return-value]
+        return self._loop.call_later(max(delay_ms, 0) / 1000, callback)  # type: ignore[return-value]
+
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
+        self._loop.call_soon_threadsafe(callback)
 
 
 class GroupStore(Protocol):
@@ -283,8 +293,9 @@ class GroupCoordinator:
     def on_log_dir_failure(self, log_dir: str, cause: Exception) -> None:
         """A log dir failed: drop the groups of every offsets partition that went with it.
 
-        Called from inside the failing I/O call, so the work is done on the next loop turn."""
-        self.scheduler.call_later(0, self.unload_unavailable)
+        Called from inside the failing I/O call, possibly on a mover's copy thread, so the work
+        is done on the event loop's next turn."""
+        self.scheduler.call_soon_threadsafe(self.unload_unavailable)
 
     def unload_unavailable(self) -> None:
         for partition in sorted(self.loaded_partitions):

@@ -42,6 +42,9 @@ class ManualScheduler:
         heapq.heappush(self._heap, timer)
         return timer
 
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
+        self.call_later(0, callback)
+
     def advance(self, ms: int) -> None:
         target = self.now + ms
         while self._heap and self._heap[0].due <= target:

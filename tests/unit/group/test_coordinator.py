@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from typing import Any
 
-from minikafka.group.coordinator import CommitEntry, GroupCoordinator, JoinRequest
+from minikafka.group.coordinator import (
+    CommitEntry,
+    CoordinatorConfig,
+    GroupCoordinator,
+    JoinRequest,
+    LoopScheduler,
+)
 from minikafka.group.group import GroupState
 from protocol.errors import ErrorCode
 
@@ -397,3 +404,18 @@ def test_store_contract_is_met_by_the_memory_store() -> None:
     assert store.append(0, [(b"k", b"v"), (b"k", None)]) == E.NONE
     assert list(store.read(0)) == [(b"k", b"v"), (b"k", None)]
     assert ManualScheduler().now_ms() > 0
+
+
+async def test_log_dir_failures_reported_from_another_thread_reach_the_loop() -> None:
+    scheduler = LoopScheduler()
+    store = MemoryStore()
+    coordinator = GroupCoordinator(CoordinatorConfig(), store, scheduler)  # type: ignore[arg-type]
+    coordinator.commit_offsets("g", -1, "", None, {("t", 0): CommitEntry(1, -1, "")})
+    store.offline.add(coordinator.partition_for("g"))
+    reporter = threading.Thread(target=coordinator.on_log_dir_failure, args=("/dir", OSError("gone")))
+    reporter.start()
+    reporter.join()
+    unloaded = asyncio.Event()
+    scheduler.call_soon_threadsafe(unloaded.set)  # queued after the coordinator's own work
+    await asyncio.wait_for(unloaded.wait(), 5)
+    assert "g" not in coordinator.groups
