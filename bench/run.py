@@ -3,10 +3,11 @@
 Starts its own broker (temporary log dirs, free ports; always stopped at the end), then for
 acks=1 and acks=all and 1 and 8 partitions: produces N uncompressed 1 KiB records into a fresh
 topic and reads them all back, timing each; every configuration runs R times, interleaved. Prints a markdown table, then runs
-bench/bench_codec.py (the protocol codec's cost per request) and bench/bench_move.py (moves
-between log dirs) and prints their reports.
+bench/bench_codec.py (the protocol codec's cost per request), bench/bench_move.py (moves
+between log dirs) and bench/bench_spark.py (the Spark data source's batch read) and prints
+their reports.
 
-Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-move]
+Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-move] [--skip-spark]
 """
 
 from __future__ import annotations
@@ -165,6 +166,15 @@ def run_rebalance_bench() -> str:
     return done.stdout.rstrip()
 
 
+def run_spark_bench() -> str:
+    """bench/bench_spark.py's report: the Spark data source's batch read next to a plain consumer."""
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "bench_spark.py")], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        return f"bench/bench_spark.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout.rstrip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per produce run")
@@ -174,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-codec", action="store_true")
     parser.add_argument("--skip-rebalance", action="store_true", help="skip bench/bench_rebalance.py")
     parser.add_argument("--skip-move", action="store_true", help="skip bench/bench_move.py")
+    parser.add_argument("--skip-spark", action="store_true", help="skip bench/bench_spark.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -212,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_move:
         print()
         print(run_move_bench())
+    if not args.skip_spark:
+        print()
+        print(run_spark_bench())
     return 0
 
 
