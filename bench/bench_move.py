@@ -77,7 +77,11 @@ def move(cluster: Cluster, topic: str, target: str, timeout: float = 600, poll: 
     while True:
         found = where(cluster, topic)
         if len(found) == 1 and found[0][0] == target and not found[0][1]:
-            return time.perf_counter() - started, found[0][2]
+            elapsed = time.perf_counter() - started
+            # Served from the copy now; its dir gets its final name a moment later.
+            while not (Path(target) / f"{topic}-0").is_dir():
+                time.sleep(0.005)
+            return elapsed, found[0][2]
         if time.perf_counter() - started > timeout:
             raise RuntimeError(f"the move of {topic} to {target} did not end in {timeout}s: {found}")
         time.sleep(poll)
