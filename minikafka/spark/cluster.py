@@ -73,11 +73,9 @@ class ClusterView:
                 raise OptionError(f"a kafka.* option was refused by the Kafka client: {detail}") from None
         return self._metadata
 
-    def _unreachable(self, what: str, cause: object) -> KafkaLookupError:
+    def _failure(self, what: str, cause: object) -> KafkaLookupError:
         last = f"; last client error: {self._last_client_error}" if self._last_client_error else ""
-        return KafkaLookupError(
-            f"{what} failed: no answer from {BOOTSTRAP}={self.bootstrap} within "
-            f"{self._timeout_s * 1000:.0f} ms ({API_TIMEOUT}): {cause}{last}")
+        return KafkaLookupError(f"{what} failed on {BOOTSTRAP}={self.bootstrap}: {cause}{last}")
 
     def topics(self, names: Iterable[str] | None = None) -> dict[str, int]:
         """{topic: partition count} of the `names` that exist, or of every topic the brokers
@@ -95,7 +93,8 @@ class ClusterView:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._unreachable("metadata request", cause)
+                raise self._failure("metadata request", f"no answer within {self._timeout_s * 1000:.0f} ms "
+                                                        f"({API_TIMEOUT}): {cause}")
             try:
                 metadata = self._metadata_client().list_topics(name, timeout=min(remaining, 5.0))
             except confluent_kafka.KafkaException as exc:
@@ -123,9 +122,24 @@ class ClusterView:
                 futures = self._admin_client().list_offsets(request, request_timeout=self._timeout_s)
                 return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
             except confluent_kafka.KafkaException as exc:
-                cause = exc.args[0].str() if exc.args else exc
+                error = exc.args[0]
+                cause = error.str()
                 log.info("%s offsets of %d partitions, attempt %d: %s", what, len(wanted), attempt + 1, cause)
-        raise self._unreachable(f"listing the {what} offsets of {_describe(wanted)}", cause)
+                if error.code() in (confluent_kafka.KafkaError._UNKNOWN_PARTITION,
+                                    confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    self._refresh_admin_metadata({t for t, _ in wanted})
+        raise self._failure(f"listing the {what} offsets of {_describe(wanted)}", cause)
+
+    def _refresh_admin_metadata(self, topics: set[str]) -> None:
+        """Make the AdminClient see partitions added since it cached the topics' metadata.
+
+        Only for topics the metadata consumer saw, so the request cannot auto-create one.
+        """
+        for topic in sorted(topics):
+            try:
+                self._admin_client().list_topics(topic, timeout=self._timeout_s)
+            except confluent_kafka.KafkaException as exc:
+                log.info("refreshing metadata of %s: %s", topic, exc.args[0].str())
 
     def close(self) -> None:
         if self._metadata is not None:

@@ -36,7 +36,7 @@ def test_unreachable_broker(spark: SparkSession, topic_name):
     address = f"127.0.0.1:{free_port()}"
     message = _fails(spark.read.format("minikafka").option("kafka.bootstrap.servers", address)
                      .option("subscribe", topic_name()).option("kafka.default.api.timeout.ms", "1500"),
-                     f"no answer from kafka.bootstrap.servers={address} within 1500 ms")
+                     f"failed on kafka.bootstrap.servers={address}: no answer within 1500 ms")
     assert "Connection refused" in message
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -161,6 +162,31 @@ def test_new_topics_of_a_pattern_are_picked_up(spark: SparkSession, kafka: Broke
     rows = spark.table("pattern").select("topic", "partition", "offset", "value").collect()
     assert {(r.partition, r.offset): r.value for r in rows if r.topic == first} == produced_first
     assert {(r.partition, r.offset): r.value for r in rows if r.topic == second} == produced_second
+
+
+def test_new_partitions_of_a_subscribed_topic_are_picked_up(spark: SparkSession, kafka: BrokerProcess, topic_name):
+    topic = topic_name()
+    create_topic(kafka.bootstrap, topic, 1)
+    produced = _produce_numbered(kafka, topic, 0, 40)
+
+    query = (_stream(spark, kafka, subscribe=topic, startingOffsets="earliest")
+             .writeStream.format("memory").queryName("grown").trigger(processingTime="200 milliseconds").start())
+    try:
+        wait_until(lambda: spark.table("grown").count() == 40, timeout=QUERY_TIMEOUT_S, what="first partition read")
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        for future in admin.create_partitions([NewPartitions(topic, 3)], request_timeout=20).values():
+            future.result()
+        for partition in (1, 2):
+            placed = confluent_produce(kafka.bootstrap, topic, [(None, b"p%d-%d" % (partition, i)) for i in range(25)],
+                                       partition=partition)
+            produced.update({pos: b"p%d-%d" % (partition, i) for i, pos in enumerate(placed)})
+        wait_until(lambda: spark.table("grown").count() == 90, timeout=QUERY_TIMEOUT_S,
+                   what="the new partitions' records read")
+    finally:
+        query.stop()
+    assert query.exception() is None
+    rows = spark.table("grown").select("partition", "offset", "value").collect()
+    assert {(r.partition, r.offset): r.value for r in rows} == produced and len(rows) == len(produced)
 
 
 def test_streaming_write_copies_a_topic(spark: SparkSession, kafka: BrokerProcess, topic_name, tmp_path: Path):
