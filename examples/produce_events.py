@@ -16,13 +16,11 @@ import confluent_kafka
 
 
 def events(count: int, users: int, minutes: int, seed: int, start: datetime) -> list[dict[str, object]]:
+    """`count` events in event-time order, as a source that timestamps what it sends would produce."""
     rng = random.Random(seed)
-    result = []
-    for _ in range(count):
-        at = start + timedelta(milliseconds=rng.randrange(minutes * 60_000))
-        result.append({"user": f"user-{rng.randrange(users)}", "event_time": at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
-                       "amount": rng.randrange(1, 100)})
-    return result
+    times = sorted(start + timedelta(milliseconds=rng.randrange(minutes * 60_000)) for _ in range(count))
+    return [{"user": f"user-{rng.randrange(users)}", "event_time": at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+             "amount": rng.randrange(1, 100)} for at in times]
 
 
 def main(argv: list[str] | None = None) -> int:
