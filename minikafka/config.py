@@ -359,7 +359,10 @@ def config_type_of(definition: ConfigDef) -> int:
     return ConfigType.STRING
 
 
-def format_value(value: Any) -> str:
+def format_value(value: Any) -> str | None:
+    """A config value as DescribeConfigs shows it; None (no value, e.g. "as many as log dirs") is null."""
+    if value is None:
+        return None
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
