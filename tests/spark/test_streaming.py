@@ -117,6 +117,11 @@ def test_stopped_mid_stream_and_restarted_from_checkpoint_loses_and_repeats_noth
     second = start(available_now=True)
     _finish(second)
 
+    # The offsets in the checkpoint are Spark's Kafka source JSON: {topic: {partition: next offset}}.
+    last_batch = max((checkpoint / "offsets").glob("[0-9]*"), key=lambda f: int(f.name))
+    ends = json.loads(last_batch.read_text().splitlines()[-1])
+    assert ends == {topic: {str(p): sum(1 for q, _ in produced if q == p) for p in range(4)}}
+
     rows = spark.read.parquet(str(output)).collect()
     seen = [(r.partition, r.offset) for r in rows]
     assert len(seen) == len(set(seen)), "records read twice"
