@@ -104,20 +104,25 @@ class ClusterView:
             return {topic: len(meta.partitions) for topic, meta in metadata.topics.items() if meta.error is None}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._offsets(partitions, OffsetSpec.earliest(), "earliest")
+        return self._offsets({tp: OffsetSpec.earliest() for tp in partitions}, "earliest")
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._offsets(partitions, OffsetSpec.latest(), "latest")
+        return self._offsets({tp: OffsetSpec.latest() for tp in partitions}, "latest")
 
-    def _offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec, what: str) -> dict[TopicPartition, int]:
-        wanted = sorted(set(partitions))
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The first offset of each partition whose record timestamp is >= the given one (ms);
+        -1 where there is none."""
+        return self._offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()}, "by-timestamp")
+
+    def _offsets(self, specs: Mapping[TopicPartition, OffsetSpec], what: str) -> dict[TopicPartition, int]:
+        wanted = sorted(specs)
         if not wanted:
             return {}
         cause: object = "timed out"
         for attempt in range(self._retries):
             if attempt:
                 time.sleep(self._retry_interval_s)
-            request = {confluent_kafka.TopicPartition(t, p): spec for t, p in wanted}
+            request = {confluent_kafka.TopicPartition(t, p): specs[(t, p)] for t, p in wanted}
             try:
                 futures = self._admin_client().list_offsets(request, request_timeout=self._timeout_s)
                 return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}

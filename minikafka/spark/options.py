@@ -37,14 +37,14 @@ class OptionError(ValueError):
 _SOURCE_OPTIONS = (
     "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "failOnDataLoss",
     "maxOffsetsPerTrigger", "includeHeaders", "minPartitions", "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix", "startingTimestamp",
+    "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
 )
 # Spark's Kafka source options that this source does not implement (yet): named in the error so
 # the user knows the option is real but unsupported here, not misspelled.
 _UNSUPPORTED_SOURCE_OPTIONS = (
-    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy", "minOffsetsPerTrigger", "maxTriggerDelay",
-    "maxRecordsPerPartition", "kafka.isolation.level",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "maxRecordsPerPartition", "kafka.isolation.level",
 )
 _SINK_OPTIONS = ("topic", "includeHeaders")
 # Options Spark itself may hand to any data source; they carry no meaning for Kafka.
@@ -193,14 +193,48 @@ def _parse_subscription(options: dict[str, str]) -> Subscription:
 
 @dataclass(frozen=True)
 class OffsetBound:
-    """startingOffsets or endingOffsets: "earliest", "latest", or one offset per partition.
+    """Where a read starts or ends, from the option named `option`.
 
-    In `offsets`, EARLIEST (-2) and LATEST (-1) stand for the current ends of that partition.
+    kind "earliest" / "latest": the partitions' current ends. "specific": `offsets`, one per
+    partition, where EARLIEST (-2) and LATEST (-1) stand for the current ends. "timestamp": the
+    first offset whose record timestamp is at or after `timestamp` (every partition) or
+    `timestamps` (one per partition); where no record is that late, the latest offset when
+    `no_match` is "latest", an error when it is "error".
     """
 
     option: str
-    kind: Literal["earliest", "latest", "specific"]
+    kind: Literal["earliest", "latest", "specific", "timestamp"]
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int | None = None
+    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    no_match: Literal["error", "latest"] = "latest"
+
+
+def _parse_timestamp_bound(options: dict[str, str], prefix: str, no_match: Literal["error", "latest"]
+                           ) -> OffsetBound | None:
+    """{prefix}Timestamp (all partitions) or else {prefix}OffsetsByTimestamp (JSON), if given."""
+    global_name, by_partition_name = f"{prefix}Timestamp", f"{prefix}OffsetsByTimestamp"
+    text = options.get(global_name.lower())
+    if text is not None:
+        try:
+            timestamp = int(text.strip())
+        except ValueError:
+            raise OptionError(f"option {global_name} must be a timestamp in milliseconds, got {text!r}") from None
+        if timestamp < 0:
+            raise OptionError(f"option {global_name} must be >= 0, got {timestamp}")
+        return OffsetBound(global_name, "timestamp", timestamp=timestamp, no_match=no_match)
+    text = options.get(by_partition_name.lower())
+    if text is None:
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        raise OptionError(f'option {by_partition_name} must be JSON like {{"topic":{{"0":1700000000000}}}}, '
+                          f"got {text!r}") from None
+    timestamps = parse_offsets_json(parsed, f"option {by_partition_name}")
+    if any(ts < 0 for ts in timestamps.values()):
+        raise OptionError(f"option {by_partition_name}: timestamps must be >= 0")
+    return OffsetBound(by_partition_name, "timestamp", timestamps=timestamps, no_match=no_match)
 
 
 def _parse_bound(options: dict[str, str], name: str, default: str) -> OffsetBound:
@@ -274,13 +308,19 @@ class SourceOptions:
         _check_known(opts, _SOURCE_OPTIONS, _UNSUPPORTED_SOURCE_OPTIONS, "source")
         client_config = _client_config(opts, _REJECTED_SOURCE_CLIENT_OPTIONS)
         subscription = _parse_subscription(opts)
-        starting = _parse_bound(opts, "startingOffsets", "latest" if streaming else "earliest")
+        strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+        if strategy not in ("error", "latest"):
+            raise OptionError(f"option startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
+        # As in Spark: a timestamp option outranks the offsets option of the same end.
+        starting = (_parse_timestamp_bound(opts, "starting", strategy)  # type: ignore[arg-type]
+                    or _parse_bound(opts, "startingOffsets", "latest" if streaming else "earliest"))
         ending: OffsetBound | None = None
         if streaming:
-            if "endingoffsets" in opts:
-                raise OptionError("option endingOffsets is not valid for streaming queries")
+            for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+                if name.lower() in opts:
+                    raise OptionError(f"option {name} is not valid for streaming queries")
         else:
-            ending = _parse_bound(opts, "endingOffsets", "latest")
+            ending = _parse_timestamp_bound(opts, "ending", "latest") or _parse_bound(opts, "endingOffsets", "latest")
             if starting.kind == "latest" or LATEST in starting.offsets.values():
                 raise OptionError("option startingOffsets cannot be latest (-1) in a batch query")
             if ending.kind == "earliest" or EARLIEST in ending.offsets.values():

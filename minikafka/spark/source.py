@@ -123,28 +123,53 @@ def _describe_partition(tp: TopicPartition, topics: dict[str, int]) -> str:
     return f"partition {topic}-{partition} is not one of the subscribed partitions"
 
 
+def _check_covers(view: ClusterView, option: str, given: set[TopicPartition], partitions: list[TopicPartition]) -> None:
+    """Per-partition JSON must name every subscribed partition and nothing else (as in Spark)."""
+    wanted = set(partitions)
+    unknown = sorted(given - wanted)
+    if unknown:
+        topics = view.topics(t for t, _ in unknown)
+        raise OptionError(f"option {option} names a partition that cannot be read: "
+                          + "; ".join(_describe_partition(tp, topics) for tp in unknown))
+    missing = sorted(wanted - given)
+    if missing:
+        names = ", ".join(f"{t}-{p}" for t, p in missing)
+        hint = "(-2 for earliest, -1 for latest)" if option.endswith("Offsets") else "(a timestamp in ms)"
+        raise OptionError(f"option {option} must give a value for every subscribed partition {hint}; "
+                          f"missing: {names}")
+
+
 def resolve_bound(view: ClusterView, bound: OffsetBound, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-    """Offsets of `partitions` for startingOffsets or endingOffsets, -2 and -1 resolved."""
+    """Offsets of `partitions` for a starting or ending bound, every symbolic value resolved."""
     if bound.kind == "earliest":
         return view.earliest(partitions)
     if bound.kind == "latest":
         return view.latest(partitions)
-    wanted = set(partitions)
-    unknown = [tp for tp in bound.offsets if tp not in wanted]
-    if unknown:
-        topics = view.topics(t for t, _ in unknown)
-        raise OptionError(f"option {bound.option} names a partition that cannot be read: "
-                          + "; ".join(_describe_partition(tp, topics) for tp in sorted(unknown)))
-    missing = sorted(wanted - set(bound.offsets))
-    if missing:
-        names = ", ".join(f"{t}-{p}" for t, p in missing)
-        raise OptionError(f"option {bound.option} must give an offset for every subscribed partition "
-                          f"(-2 for earliest, -1 for latest); missing: {names}")
+    if bound.kind == "timestamp":
+        return _resolve_timestamps(view, bound, partitions)
+    _check_covers(view, bound.option, set(bound.offsets), partitions)
     offsets = dict(bound.offsets)
     earliest = view.earliest([tp for tp, o in offsets.items() if o == EARLIEST])
     latest = view.latest([tp for tp, o in offsets.items() if o == LATEST])
     offsets.update(earliest)
     offsets.update(latest)
+    return offsets
+
+
+def _resolve_timestamps(view: ClusterView, bound: OffsetBound, partitions: list[TopicPartition]
+                        ) -> dict[TopicPartition, int]:
+    if bound.timestamp is not None:
+        timestamps = {tp: bound.timestamp for tp in partitions}
+    else:
+        _check_covers(view, bound.option, set(bound.timestamps), partitions)
+        timestamps = dict(bound.timestamps)
+    offsets = view.for_timestamps(timestamps)
+    unmatched = sorted(tp for tp, offset in offsets.items() if offset < 0)
+    if unmatched and bound.no_match == "error":
+        names = ", ".join(f"{t}-{p} (timestamp {timestamps[(t, p)]})" for t, p in unmatched)
+        raise OptionError(f"option {bound.option}: no record at or after the timestamp in {names}; set "
+                          f"startingOffsetsByTimestampStrategy=latest to start from the latest offset there")
+    offsets.update(view.latest(unmatched))
     return offsets
 
 

@@ -57,7 +57,7 @@ def test_offsets_naming_a_partition_that_does_not_exist(read_kafka, kafka: Broke
     _fails(read_kafka(subscribe=topic, startingOffsets=json.dumps({topic: {"0": 0, "1": 0, "7": 0}})),
            f"option startingOffsets .* partition {topic}-7 does not exist \\(topic {topic} has partitions 0-1\\)")
     _fails(read_kafka(subscribe=topic, endingOffsets=json.dumps({topic: {"0": -1}})),
-           f"option endingOffsets must give an offset for every subscribed partition .* missing: {topic}-1")
+           f"option endingOffsets must give a value for every subscribed partition .* missing: {topic}-1")
     _fails(read_kafka(assign=json.dumps({topic: [2]})), f"partition {topic}-2 does not exist")
 
 

@@ -63,6 +63,29 @@ def test_offset_bounds_as_json_and_min_partitions(read_kafka, kafka: BrokerProce
     assert sorted(r.offset for r in split.select("offset").collect()) == list(range(50))
 
 
+def test_offsets_by_timestamp(read_kafka, kafka: BrokerProcess, topic_name):
+    topic = topic_name()
+    create_topic(kafka.bootstrap, topic, 1)
+    base = 1_700_000_000_000
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+    for i in range(30):  # a batch each: the broker finds timestamps at batch granularity
+        producer.produce(topic, value=b"%d" % i, timestamp=base + 1000 * i)
+        assert producer.flush(30) == 0
+
+    rows = read_kafka(subscribe=topic, startingTimestamp=str(base + 9_500),
+                      endingOffsetsByTimestamp=json.dumps({topic: {"0": base + 20_000}})).load().collect()
+    assert sorted(r.offset for r in rows) == list(range(10, 20))
+    assert all(r.timestamp.timestamp() * 1000 == base + 1000 * r.offset for r in rows)
+    assert read_kafka(subscribe=topic, startingTimestamp=str(base + 25_000),
+                      endingTimestamp=str(base + 99_000)).load().count() == 5  # no match at the end: latest
+
+    too_late = read_kafka(subscribe=topic, startingTimestamp=str(base + 99_000))
+    with pytest.raises(PySparkException, match=f"option startingTimestamp: no record at or after the timestamp in "
+                                               f"{topic}-0"):
+        too_late.load().collect()
+    assert too_late.option("startingOffsetsByTimestampStrategy", "latest").load().count() == 0
+
+
 def test_headers_only_with_include_headers(read_kafka, kafka: BrokerProcess, topic_name):
     topic = topic_name()
     producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap})

@@ -58,7 +58,11 @@ def test_assign_json():
 
 @pytest.mark.parametrize("options, message", [
     ({"subscribe": "t", "bogus": "1"}, "unknown option 'bogus' for the minikafka source"),
-    ({"subscribe": "t", "startingTimestamp": "1"}, "option startingTimestamp of Spark's Kafka source is not supported"),
+    ({"subscribe": "t", "minOffsetsPerTrigger": "1"}, "option minOffsetsPerTrigger of Spark's Kafka source is not"),
+    ({"subscribe": "t", "startingTimestamp": "soon"}, "option startingTimestamp must be a timestamp in milliseconds"),
+    ({"subscribe": "t", "endingOffsetsByTimestamp": '{"t": {"0": -5}}'}, "bad offset -5 for partition t-0"),
+    ({"subscribe": "t", "startingOffsetsByTimestampStrategy": "skip"},
+     "option startingOffsetsByTimestampStrategy must be error or latest"),
     ({}, "exactly one of the options assign, subscribe, subscribePattern"),
     ({"subscribe": "t", "assign": '{"t":[0]}'}, r"\(given: assign, subscribe\)"),
     ({"subscribe": " , "}, "option subscribe needs"),
@@ -89,6 +93,21 @@ def test_missing_bootstrap_is_named():
 def test_streaming_refuses_ending_offsets():
     with pytest.raises(OptionError, match="endingOffsets is not valid for streaming"):
         source(streaming=True, subscribe="t", endingOffsets="latest")
+    with pytest.raises(OptionError, match="endingTimestamp is not valid for streaming"):
+        source(streaming=True, subscribe="t", endingTimestamp="1")
+
+
+def test_timestamp_options_outrank_offsets_as_in_spark():
+    parsed = source(subscribe="t", startingOffsets="earliest", startingTimestamp="1000",
+                    startingOffsetsByTimestamp='{"t": {"0": 5}}', endingOffsetsByTimestamp='{"t": {"0": 9}}')
+    assert (parsed.starting.option, parsed.starting.kind, parsed.starting.timestamp) == ("startingTimestamp",
+                                                                                         "timestamp", 1000)
+    assert parsed.starting.no_match == "error"
+    assert parsed.ending.option == "endingOffsetsByTimestamp" and parsed.ending.timestamps == {("t", 0): 9}
+    assert parsed.ending.no_match == "latest"
+    by_partition = source(subscribe="t", startingOffsetsByTimestamp='{"t": {"0": 5}}',
+                          startingOffsetsByTimestampStrategy="LATEST")
+    assert by_partition.starting.timestamps == {("t", 0): 5} and by_partition.starting.no_match == "latest"
 
 
 def test_sink_options():
