@@ -272,10 +272,6 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end = rate_limit(begin, latest, limit.max_rows)
         else:
             end = latest
-        # A partition the query reads must stay in its offsets even while it gains nothing.
-        for tp in start_offsets:
-            if tp not in end and tp not in gone:
-                end[tp] = start_offsets[tp]
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
