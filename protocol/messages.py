@@ -150,7 +150,7 @@ class UnsupportedVersion(RequestError):
 
 
 class MalformedRequest(RequestError):
-    """Truncated data, impossible lengths, bad UTF-8, trailing bytes..."""
+    """Truncated data, impossible lengths, bad UTF-8..."""
 
 
 class MalformedResponse(ProtocolError):
@@ -310,11 +310,8 @@ def parse_request(payload: bytes) -> Request:
         body = _parse(message_schema(spec.key, version, True), stream)
     except _DECODE_ERRORS as exc:
         raise MalformedRequest(f"{spec.name} v{version} request: {exc}", header) from exc
-    left = len(payload) - stream.tell()
-    if left:
-        raise MalformedRequest(
-            f"{spec.name} v{version} request: {left} bytes left after the body", header
-        )
+    # Bytes after a complete body are ignored, as Apache Kafka's parser does: librdkafka 2.16
+    # sends three of them after an all-topics Metadata v13 request.
     return Request(header, body)
 
 
