@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.disk_faults import Tmpfs
 
 _BROKERS_KEY = pytest.StashKey[list[BrokerProcess]]()
 
@@ -70,3 +71,23 @@ def module_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         yield broker.start()
     finally:
         broker.close()
+
+
+@pytest.fixture
+def tmpfs_mounts() -> Iterator[list[Tmpfs]]:
+    """tmpfs mounts a disk-fault test makes; unmounted afterwards, after its brokers are closed."""
+    mounts: list[Tmpfs] = []
+    yield mounts
+    for tmpfs in mounts:
+        tmpfs.close()
+
+
+@pytest.fixture
+def made_brokers(tmpfs_mounts: list[Tmpfs]) -> Iterator[list[BrokerProcess]]:
+    """Brokers a disk-fault test starts: closed afterwards, before any tmpfs is unmounted; their
+    stderr is printed (shown on failure)."""
+    brokers: list[BrokerProcess] = []
+    yield brokers
+    for broker in brokers:
+        broker.close()
+        print(f"---- broker stderr ({broker.stderr_path})\n{broker.stderr_text()}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,25 +175,6 @@ def _validate_good_dir(traffic: GoodDirTraffic) -> None:
     for partition in traffic.partitions:
         seqs = [int(key.decode().split("-")[1]) for p, _, key in sorted(traffic.read) if p == partition]
         assert seqs == sorted(seqs), f"partition {partition} out of order"
-
-
-@pytest.fixture
-def made_brokers(tmpfs_mounts: list[Tmpfs]) -> Iterator[list[BrokerProcess]]:
-    """Brokers this test starts: closed afterwards, before any tmpfs is unmounted; their
-    stderr is printed (shown on failure)."""
-    brokers: list[BrokerProcess] = []
-    yield brokers
-    for broker in brokers:
-        broker.close()
-        print(f"---- broker stderr ({broker.stderr_path})\n{broker.stderr_text()}")
-
-
-@pytest.fixture
-def tmpfs_mounts() -> Iterator[list[Tmpfs]]:
-    mounts: list[Tmpfs] = []
-    yield mounts
-    for tmpfs in mounts:
-        tmpfs.close()
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)

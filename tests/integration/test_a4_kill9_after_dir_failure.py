@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,25 +28,6 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "lost"
 PARTITIONS = 4
-
-
-@pytest.fixture
-def made_brokers(tmpfs_mounts: list[Tmpfs]) -> Iterator[list[BrokerProcess]]:
-    """Brokers this test starts: closed afterwards, before any tmpfs is unmounted; their
-    stderr is printed (shown on failure)."""
-    brokers: list[BrokerProcess] = []
-    yield brokers
-    for broker in brokers:
-        broker.close()
-        print(f"---- broker stderr ({broker.stderr_path})\n{broker.stderr_text()}")
-
-
-@pytest.fixture
-def tmpfs_mounts() -> Iterator[list[Tmpfs]]:
-    mounts: list[Tmpfs] = []
-    yield mounts
-    for tmpfs in mounts:
-        tmpfs.close()
 
 
 def _log_dirs_cli(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:

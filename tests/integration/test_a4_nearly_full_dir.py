@@ -7,7 +7,6 @@ the write that meets ENOSPC answers KAFKA_STORAGE_ERROR and the dir goes offline
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,25 +20,6 @@ pytestmark = pytest.mark.integration
 
 SIZE = 32 << 20
 FLOOR = 12 << 20
-
-
-@pytest.fixture
-def made_brokers(tmpfs_mounts: list[Tmpfs]) -> Iterator[list[BrokerProcess]]:
-    """Brokers this test starts: closed afterwards, before any tmpfs is unmounted; their
-    stderr is printed (shown on failure)."""
-    brokers: list[BrokerProcess] = []
-    yield brokers
-    for broker in brokers:
-        broker.close()
-        print(f"---- broker stderr ({broker.stderr_path})\n{broker.stderr_text()}")
-
-
-@pytest.fixture
-def tmpfs_mounts() -> Iterator[list[Tmpfs]]:
-    mounts: list[Tmpfs] = []
-    yield mounts
-    for tmpfs in mounts:
-        tmpfs.close()
 
 
 def test_nearly_full_dir_is_visible_then_enospc_takes_it_offline(

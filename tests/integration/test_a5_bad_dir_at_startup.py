@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,25 +26,6 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "a5"
 PARTITIONS = 4
-
-
-@pytest.fixture
-def made_brokers(tmpfs_mounts: list[Tmpfs]) -> Iterator[list[BrokerProcess]]:
-    """Brokers this test starts: closed afterwards, before any tmpfs is unmounted; their
-    stderr is printed (shown on failure)."""
-    brokers: list[BrokerProcess] = []
-    yield brokers
-    for broker in brokers:
-        broker.close()
-        print(f"---- broker stderr ({broker.stderr_path})\n{broker.stderr_text()}")
-
-
-@pytest.fixture
-def tmpfs_mounts() -> Iterator[list[Tmpfs]]:
-    mounts: list[Tmpfs] = []
-    yield mounts
-    for tmpfs in mounts:
-        tmpfs.close()
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)
