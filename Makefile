@@ -9,12 +9,20 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test unit lint bench system-deps clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+
+# The broker alone (make run) ...
+$(BIN)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
 	touch $@
+
+# ... and everything the tests and benches use (clients, pyspark).
+$(BIN)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	touch $@ $(BIN)/.installed
 
 run: $(BIN)/.installed
 	$(BIN)/minikafka serve --config config/embedded.properties
@@ -28,16 +36,16 @@ system-deps:
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.installed-test
 	$(BIN)/ruff check .
 
-test: $(BIN)/.installed system-deps lint
+test: $(BIN)/.installed-test system-deps lint
 	$(BIN)/pytest -q -p no:cacheprovider tests
 
-unit: $(BIN)/.installed
+unit: $(BIN)/.installed-test
 	$(BIN)/pytest -q tests/unit
 
-bench: $(BIN)/.installed
+bench: $(BIN)/.installed-test system-deps
 	$(BIN)/python bench/run.py
 
 clean:
