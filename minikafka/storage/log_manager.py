@@ -341,7 +341,13 @@ class LogManager:
         self.logs.update(loaded)
         self.directory_ids[log_dir] = directory_id
         self._identities[log_dir] = identity
-        logger.info("loaded %d logs from %s (%s shutdown)", len(loaded), log_dir, "clean" if clean else "unclean")
+        if not loaded:
+            logger.info("log dir %s holds no partitions yet", log_dir)
+        elif clean:
+            logger.info("loaded %d logs from %s after a clean shutdown", len(loaded), log_dir)
+        else:
+            logger.info("loaded %d logs from %s after an unclean shutdown (tails checked from the recovery "
+                        "points)", len(loaded), log_dir)
 
     def _take_lock(self, log_dir: str) -> None:
         locked_elsewhere = False
