@@ -134,8 +134,12 @@ def decode_batch_records(buf: Buffer, pos: int, header: BatchHeader) -> list[Rec
     if header.compression:
         raise CompressedBatchError(
             f"record batch at offset {header.base_offset} is compressed (codec {header.compression})")
-    end = pos + header.size
-    stream = io.BytesIO(bytes(buf[pos + BATCH_HEADER_SIZE : end]))
+    return decode_records_section(bytes(buf[pos + BATCH_HEADER_SIZE : pos + header.size]), header)
+
+
+def decode_records_section(section: bytes, header: BatchHeader) -> list[Record]:
+    """The records of a batch from its (uncompressed) records section, the bytes after the header."""
+    stream = io.BytesIO(section)
     records: list[Record] = []
     try:
         for _ in range(header.records_count):
@@ -161,7 +165,7 @@ def decode_batch_records(buf: Buffer, pos: int, header: BatchHeader) -> list[Rec
                                   key, value, tuple(headers)))
     except (DecodeError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(f"record batch at offset {header.base_offset}: {exc}") from exc
-    if stream.tell() != end - pos - BATCH_HEADER_SIZE:
+    if stream.tell() != len(section):
         raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its records")
     return records
 

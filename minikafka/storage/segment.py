@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 from array import array
 from bisect import bisect_left, bisect_right
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.index import OffsetIndex, TimeIndex
+from protocol.record_codec import decode_records_section
 from protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -33,6 +35,11 @@ _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 # How many recent batches the active segment remembers (two int64 each); a consumer lagging
 # further behind costs an index lookup plus a scan of at most one index interval of headers.
 _RECENT_BATCHES = 4096
+
+# Batch attributes ListOffsets by timestamp cares about (Kafka's numbering).
+NO_COMPRESSION = 0
+GZIP = 1
+LOG_APPEND_TIME = 1
 
 
 def segment_name(base_offset: int) -> str:
@@ -428,17 +435,35 @@ class Segment:
             return parse_batch_header(os.pread(self._log_fd, BATCH_HEADER_SIZE, position))
 
     def find_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
-        """(offset, max timestamp) of the first batch at or after ``min_offset`` whose max
-        timestamp is >= ``timestamp``; batch granularity, as records are never decoded."""
+        """(offset, timestamp) of the first record at or after ``min_offset`` whose timestamp is
+        >= ``timestamp``, as Kafka's ListOffsets answers.
+
+        Only the one batch that holds the answer is decoded (this is not the produce or fetch
+        path); a batch compressed with a codec other than gzip is answered at batch granularity.
+        """
         if self.max_timestamp < timestamp:
             return None
         start_offset = max(self.time_index.floor_offset(timestamp) or self.base_offset, min_offset)
         position = self.find(start_offset)
         if position is None:
             return None
-        for _, header in self._scan_from(position):
+        for batch_position, header in self._scan_from(position):
             if header.max_timestamp >= timestamp and header.last_offset >= min_offset:
-                return max(header.base_offset, min_offset), header.max_timestamp
+                return (self._record_at_or_after(batch_position, header, timestamp, min_offset)
+                        or (max(header.base_offset, min_offset), header.max_timestamp))
+        return None
+
+    def _record_at_or_after(self, position: int, header: BatchHeader, timestamp: int,
+                            min_offset: int) -> tuple[int, int] | None:
+        if header.timestamp_type == LOG_APPEND_TIME or header.compression not in (NO_COMPRESSION, GZIP):
+            return None  # every record carries the batch's time / a codec we do not decode here
+        with self.guard:
+            section = os.pread(self._log_fd, header.size - BATCH_HEADER_SIZE, position + BATCH_HEADER_SIZE)
+        if header.compression == GZIP:
+            section = gzip.decompress(section)
+        for record in decode_records_section(section, header):
+            if record.offset >= min_offset and record.timestamp >= timestamp:
+                return record.offset, record.timestamp
         return None
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:

@@ -328,15 +328,26 @@ def test_offset_for_timestamp(make_log):
     for i in range(30):
         log.append_as_leader(make_batch(2, timestamp=1_000 * i, value_size=60), 0, 0)
     assert len(log.segments) > 3
-    assert log.offset_for_timestamp(0) == (0, 1)
-    assert log.offset_for_timestamp(1) == (0, 1)
-    assert log.offset_for_timestamp(2) == (2, 1_001)
-    assert log.offset_for_timestamp(14_500) == (30, 15_001)
-    assert log.offset_for_timestamp(29_001) == (58, 29_001)
+    # The first RECORD with a timestamp >= the target, as Kafka answers (batches hold two records).
+    assert log.offset_for_timestamp(0) == (0, 0)
+    assert log.offset_for_timestamp(1) == (1, 1)
+    assert log.offset_for_timestamp(2) == (2, 1_000)
+    assert log.offset_for_timestamp(14_500) == (30, 15_000)
+    assert log.offset_for_timestamp(29_001) == (59, 29_001)
     assert log.offset_for_timestamp(29_002) is None
     log.high_watermark = log.log_end_offset
     log.delete_records_before(31)
     assert log.offset_for_timestamp(0) == (31, 15_001)
+
+
+@pytest.mark.parametrize("compression", [0, 1, 2])  # none, gzip (decoded), snappy (batch granularity)
+def test_offset_for_timestamp_inside_a_batch(make_log, compression):
+    log = make_log()
+    log.append_as_leader(make_batch(5, timestamp=100, compression=compression), 0, 0)
+    exact = compression in (0, 1)
+    assert log.offset_for_timestamp(102) == ((2, 102) if exact else (0, 104))
+    assert log.offset_for_timestamp(104) == ((4, 104) if exact else (0, 104))
+    assert log.offset_for_timestamp(105) is None
 
 
 def test_leader_epochs(make_log):

@@ -55,7 +55,7 @@ def test_append_find_and_slice(segment):
     with segment.slice(positions[3], positions[6]) as piece:
         assert [b.base_offset for b in decode_batches(piece.read_bytes())] == [1_006, 1_008, 1_010]
     assert segment.max_timestamp == 111
-    assert segment.find_timestamp(35, 0) == (1_008, 41)
+    assert segment.find_timestamp(35, 0) == (1_008, 40)  # the first record at or after 35
     assert segment.find_timestamp(112, 0) is None
 
 
