@@ -463,9 +463,8 @@ class Log:
         return self._result(None)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, batch max timestamp) of the first batch with a timestamp >= ``timestamp``.
-
-        Batch granularity: the offset is the batch's first (or the log start).  The caller
+        """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` (see
+        Segment.find_timestamp for the codecs answered at batch granularity).  The caller
         applies any high-watermark cap and handles the latest/earliest specials.
         """
         i = max(bisect_right(self._bases, self.log_start_offset) - 1, 0)
