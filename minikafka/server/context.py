@@ -22,10 +22,10 @@ class BrokerContext:
     port: int
     handled_apis: frozenset[int]
     groups: GroupCoordinator = field(kw_only=True)
+    # Moves between log dirs (AlterReplicaLogDirs, DescribeLogDirs).
+    mover: LogDirMover = field(kw_only=True)
     # The address of the client whose connection the request came on (one context per connection).
     client_host: str = field(default="", kw_only=True)
-    # Moves between log dirs (AlterReplicaLogDirs, DescribeLogDirs).
-    mover: LogDirMover | None = field(default=None, kw_only=True)
 
     @property
     def broker_id(self) -> int:

@@ -51,9 +51,9 @@ def alter(topic: str, index: int, path: str, ctx: BrokerContext) -> ErrorCode:
     if len(future_dir_name(topic, index)) > MAX_DIR_NAME:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     replicas = ctx.replica_manager
-    if replicas.get_partition(topic, index) is not None and ctx.mover is not None:
+    if replicas.get_partition(topic, index) is not None:
         return ctx.mover.move(topic, index, log_dir)
-    if (topic, index) in getattr(replicas, "offline_partitions", {}):
+    if replicas.is_offline(topic, index):
         return ErrorCode.KAFKA_STORAGE_ERROR
     try:
         ctx.controller.remember_log_dir(topic, index, log_dir)

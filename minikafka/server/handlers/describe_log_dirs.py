@@ -45,7 +45,7 @@ def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool)
         usage = manager.dir_usage(log_dir)
     except KafkaStorageError:
         return offline
-    failures = ctx.mover.failures if ctx.mover is not None else {}
+    failures = ctx.mover.failures
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (topic, index), log in list(manager.logs.items()):
         if log.log_dir != log_dir or not _selected(wanted, topic, index):
