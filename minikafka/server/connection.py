@@ -19,10 +19,8 @@ from typing import Any
 from minikafka.server import metrics
 from minikafka.waits import CURRENT_SCOPE, WaitScope
 from protocol import (
-    MalformedRequest,
     ProtocolError,
     Request,
-    UnknownApi,
     UnsupportedVersion,
     encode_api_versions_fallback,
     encode_response,
@@ -98,8 +96,6 @@ class Connection:
             if header.api_key == API_VERSIONS_KEY:
                 return _done(loop, [encode_api_versions_fallback(header.correlation_id)])
             raise ProtocolError(f"unsupported version {header.api_version} of api {header.api_key}") from exc
-        except (UnknownApi, MalformedRequest):
-            raise
         started = time.perf_counter()
         return loop.create_task(self._handle(request, self._dispatch(request), started))
 
