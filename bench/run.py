@@ -2,12 +2,14 @@
 
 Starts its own broker (temporary log dirs, free ports; always stopped at the end), then for
 acks=1 and acks=all and 1 and 8 partitions: produces N uncompressed 1 KiB records into a fresh
-topic and reads them all back, timing each; every configuration runs R times, interleaved. Prints a markdown table, then runs
-bench/bench_codec.py (the protocol codec's cost per request), bench/bench_move.py (moves
+topic and reads them all back, timing each; every configuration runs R times, interleaved.
+Prints a markdown table, then runs bench/bench_codec.py (the protocol codec's cost per
+request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_move.py (moves
 between log dirs) and bench/bench_spark.py (the Spark data source's batch read) and prints
 their reports.
 
-Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-move] [--skip-spark]
+Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
+       [--skip-move] [--skip-spark]
 """
 
 from __future__ import annotations
@@ -137,41 +139,13 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def run_codec_bench() -> str:
-    script = REPO_ROOT / "bench" / "bench_codec.py"
-    if not script.exists():
-        return "bench/bench_codec.py is not there yet: no codec figures."
-    done = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+def run_script(name: str, timeout: float) -> str:
+    """Run bench/<name> with this interpreter; its stdout, or why it failed."""
+    script = REPO_ROOT / "bench" / name
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout)
     if done.returncode != 0:
-        return f"bench/bench_codec.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
-    return done.stdout.rstrip()
-
-
-def run_move_bench() -> str:
-    """bench/bench_move.py's report: a 1 GiB move against a plain copy, the throttle's accuracy,
-    produce throughput during moves."""
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "bench_move.py")], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        return f"bench/bench_move.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
-    return done.stdout.rstrip()
-
-
-def run_rebalance_bench() -> str:
-    """bench/bench_rebalance.py's report: how long a 3-member group takes to rebalance."""
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "bench_rebalance.py")], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        return f"bench/bench_rebalance.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
-    return done.stdout.rstrip()
-
-
-def run_spark_bench() -> str:
-    """bench/bench_spark.py's report: the Spark data source's batch read next to a plain consumer."""
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "bench_spark.py")], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        return f"bench/bench_spark.py failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
+        return f"bench/{name} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
     return done.stdout.rstrip()
 
 
@@ -216,16 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     if not args.skip_codec:
         print("\n## codec cost per request (bench/bench_codec.py)\n")
-        print("```\n" + run_codec_bench() + "\n```")
+        print("```\n" + run_script("bench_codec.py", 120) + "\n```")
     if not args.skip_rebalance:
         print("\n## consumer group rebalance time (bench/bench_rebalance.py)\n")
-        print(run_rebalance_bench())
+        print(run_script("bench_rebalance.py", 600))
     if not args.skip_move:
         print()
-        print(run_move_bench())
+        print(run_script("bench_move.py", 900))
     if not args.skip_spark:
         print()
-        print(run_spark_bench())
+        print(run_script("bench_spark.py", 900))
     return 0
 
 
