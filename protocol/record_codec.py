@@ -22,10 +22,12 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from .primitives import DecodeError, read_varint, read_varlong, varint_bytes, varlong_bytes
+from .primitives import DecodeError, read_exact, read_varint, read_varlong, varint_bytes, varlong_bytes
 from .records import (
     BATCH_HEADER_SIZE,
+    CRC_OFFSET,
     CRC_START,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
@@ -46,7 +48,6 @@ __all__ = [
     "encode_record",
 ]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _NULL_LENGTH = varint_bytes(-1)
 
 
@@ -108,12 +109,12 @@ def encode_batch(
     body = b"".join(encode_record(delta, 0, r.key, r.value, r.headers) for delta, r in enumerate(records))
     batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
     buf = bytearray(BATCH_HEADER_SIZE)
-    _HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, 0, len(records) - 1,
         timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
     )
     buf += body
-    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[CRC_START:]))
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[CRC_START:]))
     return bytes(buf)
 
 
@@ -123,10 +124,7 @@ def _read_bytes(stream: io.BytesIO, what: str) -> bytes | None:
         if length != -1:
             raise DecodeError(f"negative {what} length {length}")
         return None
-    data = stream.read(length)
-    if len(data) != length:
-        raise DecodeError(f"truncated {what}")
-    return data
+    return read_exact(stream, length, what)
 
 
 def decode_batch_records(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:

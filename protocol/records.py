@@ -45,7 +45,8 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The 61-byte header above, field by field; record_codec packs it too.
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -123,7 +124,7 @@ def parse_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Decode the header of the batch starting at ``pos``; raises CorruptRecordError if cut short."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptRecordError(f"record batch header at position {pos} is truncated")
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
 
 
 def _check_length(header: BatchHeader, pos: int) -> None:
@@ -141,7 +142,7 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
     pos = 0
     end = len(buf)
     while end - pos >= BATCH_HEADER_SIZE:
-        header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
         _check_length(header, pos)
         if pos + header.batch_length + LOG_OVERHEAD > end:
             return
@@ -196,7 +197,7 @@ def validate_batches(buf: Buffer, exact_count: bool = True) -> list[tuple[int, B
             if end - pos > MAGIC_OFFSET and buf[pos + MAGIC_OFFSET] in (0, 1):
                 raise UnsupportedMagic(buf[pos + MAGIC_OFFSET], pos)
             raise CorruptRecordError(f"record batch header at position {pos} is truncated")
-        header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
         validate_batch(buf, pos, header, exact_count)
         batches.append((pos, header))
         pos += header.batch_length + LOG_OVERHEAD
