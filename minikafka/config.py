@@ -206,15 +206,7 @@ class BrokerConfig:
             if definition is None:
                 log.warning("unknown configuration key %r ignored", key)
                 continue
-            try:
-                value = definition.parse(text)
-            except ValueError as exc:
-                raise ConfigError(f"invalid value {text!r} for configuration {key!r}: {exc}") from None
-            if definition.check is not None and not definition.check(value):
-                raise ConfigError(
-                    f"invalid value {text!r} for configuration {key!r}: {definition.check_doc}"
-                )
-            self.values[name] = value
+            self.values[name] = _checked(definition, key, text)
             self.explicit.add(name)
         self._check_listeners()
         self.dynamic_broker: dict[str, Any] = {}
