@@ -121,7 +121,7 @@ class Field:
             object.__setattr__(self, "tagged_versions", self.versions)
         for spec in (self.versions, self.nullable, self.tagged_versions):
             parse_versions(spec)
-        element = self.type[2:] if self.is_array else self.type
+        element = self.element_type
         if self.fields:
             if element in PRIMITIVE_TYPES:
                 raise ValueError(f"{self.name}: primitive type {self.type!r} cannot have fields")
