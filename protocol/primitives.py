@@ -456,8 +456,7 @@ def read_tagged_section(io: _io.BytesIO, first: bytes) -> dict[int, bytes]:
     last = -1
     for _ in range(count):
         tag = read_uvarint(io)
-        if tag <= last:
-            raise DecodeError(f"tagged field {tag} out of order")
+        check_tag_order(tag, last)
         last = tag
         size = read_uvarint(io)
         fields[tag] = read_exact(io, size, "tagged field")
@@ -996,13 +995,10 @@ class MessageStruct(WireType):
             lines.append(f"            m[{field.name!r}] = {field.wire._compileparse(code)}")
             lines.append("            check_tag_end(io, end, tag)")
             keyword = "elif"
-        indent = "        "
-        if self.tagged:
-            lines.append("        else:")
-            indent = "            "
-        lines.append(f"{indent}if unknown is None:")
-        lines.append(f"{indent}    unknown = {{}}")
-        lines.append(f"{indent}unknown[tag] = read_exact(io, size, 'tagged field')")
+        lines.append("        else:")
+        lines.append("            if unknown is None:")
+        lines.append("                unknown = {}")
+        lines.append("            unknown[tag] = read_exact(io, size, 'tagged field')")
         lines.append("    if unknown is not None:")
         lines.append(f"        m[{self.UNKNOWN_TAGS!r}] = unknown")
         code.append("\n".join(lines))
