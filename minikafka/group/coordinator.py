@@ -319,11 +319,7 @@ class GroupCoordinator:
         for timer in group.pending_members.values():
             _cancel(timer)
         for member in group.members.values():
-            _cancel(member.session_timer)
-            member.session_timer = None
-            _resolve(member.join_future, join_error(error, member.member_id))
-            _resolve(member.sync_future, sync_error(error))
-            member.join_future = member.sync_future = None
+            _release(member, error)
         group.state = GroupState.DEAD
         self.groups.pop(group.group_id, None)
 
@@ -411,11 +407,7 @@ class GroupCoordinator:
         old = group.members[old_id]
         new_id = f"{instance_id}-{uuid.uuid4()}"
         old_leader = group.leader_id
-        _resolve(old.join_future, join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
-        _resolve(old.sync_future, sync_error(ErrorCode.FENCED_INSTANCE_ID))
-        old.join_future = old.sync_future = None
-        _cancel(old.session_timer)
-        old.session_timer = None
+        _release(old, ErrorCode.FENCED_INSTANCE_ID)
         del group.members[old_id]
         old.member_id = new_id
         group.members[new_id] = old
@@ -617,11 +609,7 @@ class GroupCoordinator:
         if member.group_instance_id is not None and group.static_members.get(member.group_instance_id) == member.member_id:
             del group.static_members[member.group_instance_id]
         group.pending_sync.discard(member.member_id)
-        _cancel(member.session_timer)
-        member.session_timer = None
-        _resolve(member.join_future, join_error(error, member.member_id))
-        _resolve(member.sync_future, sync_error(error))
-        member.join_future = member.sync_future = None
+        _release(member, error)
         if group.leader_id == member.member_id:
             group.leader_id = next(iter(group.members), None)
 
@@ -1071,3 +1059,12 @@ class GroupCoordinator:
 def _cancel(timer: TimerHandle | None) -> None:
     if timer is not None:
         timer.cancel()
+
+
+def _release(member: Member, error: ErrorCode) -> None:
+    """Stop the member's session timer and answer its waiting JoinGroup and SyncGroup with `error`."""
+    _cancel(member.session_timer)
+    member.session_timer = None
+    _resolve(member.join_future, join_error(error, member.member_id))
+    _resolve(member.sync_future, sync_error(error))
+    member.join_future = member.sync_future = None
