@@ -1044,15 +1044,15 @@ class MessageStruct(WireType):
             """)
             default = field.default
             if isinstance(default, MessageStruct):
-                differs = f"obj is not None and obj != {default.emit_defaults(code)}"
-            elif default is None or field.nullable:
-                differs = f"obj != {_emit_value(code, default)}"
-            else:
-                differs = f"obj is not None and obj != {_emit_value(code, default)}"
-            if isinstance(default, MessageStruct):
                 lines.append(f"    obj = get({field.name!r})")
+                differs = f"obj is not None and obj != {default.emit_defaults(code)}"
             else:
-                lines.append(f"    obj = get({field.name!r}, {_emit_value(code, default)})")
+                value = _emit_value(code, default)
+                lines.append(f"    obj = get({field.name!r}, {value})")
+                if default is None or field.nullable:
+                    differs = f"obj != {value}"
+                else:
+                    differs = f"obj is not None and obj != {value}"
             lines.append(f"    if {differs}:")
             lines.append(
                 f"        tags.append(({field.tag}, tag_value_bytes({value_fname}, obj, this)))"
