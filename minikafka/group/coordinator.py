@@ -613,8 +613,8 @@ class GroupCoordinator:
         if group.leader_id == member.member_id:
             group.leader_id = next(iter(group.members), None)
 
-    def _remove_member_and_update(self, group: Group, member: Member, reason: str) -> None:
-        self._remove_member(group, member)
+    def _rebalance_after_removal(self, group: Group, reason: str) -> None:
+        """Members were removed: a settled group rebalances, a rebalancing one may now complete."""
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, reason)
         self._maybe_complete_join(group)
@@ -646,7 +646,8 @@ class GroupCoordinator:
             return
         log.info("member %s of group %s timed out (no heartbeat for %d ms); removed",
                  member.member_id, group.group_id, member.session_timeout_ms)
-        self._remove_member_and_update(group, member, f"member {member.member_id} session timed out")
+        self._remove_member(group, member)
+        self._rebalance_after_removal(group, f"member {member.member_id} session timed out")
 
     def _member_error(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
         if instance_id is not None:
@@ -793,9 +794,7 @@ class GroupCoordinator:
             results.append(ErrorCode.NONE)
             removed = True
         if removed:
-            if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-                self._prepare_rebalance(group, "members left the group")
-            self._maybe_complete_join(group)
+            self._rebalance_after_removal(group, "members left the group")
         return ErrorCode.NONE, results
 
     # -----------------------------------------------------------------------------------------
@@ -843,10 +842,7 @@ class GroupCoordinator:
                 continue
             accepted[tp] = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire)
         if accepted:
-            records = [(encode_offset_key(group_id, tp[0], tp[1]),
-                        encode_offset_value(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp,
-                                            om.expire_timestamp))
-                       for tp, om in accepted.items()]
+            records = [_offset_record(group_id, tp, om) for tp, om in accepted.items()]
             error = self.store.append(group.partition, records)
             for tp in accepted:
                 results[tp] = error
@@ -1032,10 +1028,7 @@ class GroupCoordinator:
                 continue
             if group.generation_id > 0 or group.protocol_type is not None:
                 records.append((encode_group_key(group.group_id), self._group_value(group)))
-            for (topic, index), om in group.offsets.items():
-                records.append((encode_offset_key(group.group_id, topic, index),
-                                encode_offset_value(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp,
-                                                    om.expire_timestamp)))
+            records += [_offset_record(group.group_id, tp, om) for tp, om in group.offsets.items()]
         return records
 
     def _maybe_compact(self, partition: int) -> None:
@@ -1059,6 +1052,11 @@ class GroupCoordinator:
 def _cancel(timer: TimerHandle | None) -> None:
     if timer is not None:
         timer.cancel()
+
+
+def _offset_record(group_id: str, tp: TopicPartition, om: OffsetAndMetadata) -> KeyValue:
+    return (encode_offset_key(group_id, tp[0], tp[1]),
+            encode_offset_value(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp))
 
 
 def _release(member: Member, error: ErrorCode) -> None:
