@@ -36,6 +36,7 @@ import confluent_kafka  # noqa: E402
 from kafka import KafkaAdminClient  # noqa: E402
 from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
 
+from bench.run import produce  # noqa: E402
 from minikafka.tools.log_dirs import ALTER_REPLICA_LOG_DIRS, Cluster  # noqa: E402
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 from tests.integration.clients import create_topic  # noqa: E402
@@ -118,29 +119,8 @@ def plain_copy(source_dir: Path, scratch: Path, fsync: bool) -> tuple[float, int
 
 
 def produce_for(bootstrap: str, topic: str, records: int, record_bytes: int = 1024) -> float:
-    """MiB/s of ``records`` acks=1 records of ``record_bytes`` into ``topic``."""
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
-                                         "enable.idempotence": False, "compression.type": "none",
-                                         "queue.buffering.max.kbytes": 256 * 1024})
-    producer.list_topics(topic, timeout=10)
-    value = bytes(record_bytes)
-    failures: list[str] = []
-
-    def delivered(err, _msg) -> None:
-        if err is not None:
-            failures.append(str(err))
-
-    started = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    if producer.flush(120) or failures:
-        raise RuntimeError(f"produce into {topic} failed: {failures[:3]}")
-    return records * record_bytes / MiB / (time.perf_counter() - started)
+    """MiB/s of ``records`` acks=1 records of ``record_bytes`` into ``topic`` (bench/run.py's producer)."""
+    return produce(bootstrap, topic, 0, records, record_bytes, "1", timeout=120).mib_per_s
 
 
 def set_throttle(bootstrap: str, value: int) -> None:
@@ -217,7 +197,11 @@ def main(argv: list[str] | None = None) -> int:
 
                 mover = threading.Thread(target=keep_moving, daemon=True)
                 mover.start()
-                time.sleep(0.2)  # let the first copy get going
+                started = time.monotonic()
+                while count[0] == 0 and not any(future for _, future, _ in where(cluster, "big")):
+                    if time.monotonic() - started > 30:  # the first copy has begun, or already ended
+                        raise RuntimeError("the mover did not start a move of big within 30 s")
+                    time.sleep(0.005)
                 with_move.append(produce_for(broker.bootstrap, "traffic", args.produce_records))
                 stop.set()
                 mover.join(120)
