@@ -177,63 +177,49 @@ def _assert_within_advertised(broker: BrokerProcess, used: dict[str, set[int]], 
         assert top <= advertised[key][1], f"{api} v{top} used but broker advertises max {advertised[key][1]}"
 
 
+def _assert_negotiated(broker: BrokerProcess, check: VersionCheck, used: dict[str, set[int]]) -> None:
+    check.verify(used, _broker_max(broker))
+    probes = {} if check.api_versions_fixed is not None else {"ApiVersions": check.client_max["ApiVersions"]}
+    _assert_within_advertised(broker, used, probes)
+
+
 # ---------------------------------------------------------------- the clients
 
-def test_kafka_python_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
-    topic = "clients-kafka-python"
-    create_topic(module_broker.bootstrap, topic, 3)
-    sent = _records("kp", 300)
+def _round_trip_measured(broker: BrokerProcess, topic: str, produce: Callable, consume: Callable) -> dict[str, set[int]]:
+    """300 records into a new 3-partition topic and back with one client; the versions it used."""
+    create_topic(broker.bootstrap, topic, 3)
+    sent = _records(topic, 300)
     result: dict[str, object] = {}
 
     def run() -> None:
-        result["acked"] = kafka_python_produce(module_broker.bootstrap, topic, sent)
-        result["read"] = kafka_python_consume(module_broker.bootstrap, topic, range(3))
+        result["acked"] = produce(broker.bootstrap, topic, sent)
+        result["read"] = consume(broker.bootstrap, topic, range(3))
 
-    used = _run_measured(module_broker, run)
+    used = _run_measured(broker, run)
     _assert_round_trip(sent, result["acked"], result["read"])
-    check = VersionCheck("kafka-python", _kafka_python_max())
-    check.verify(used, _broker_max(module_broker))
-    _assert_within_advertised(module_broker, used, {"ApiVersions": check.client_max["ApiVersions"]})
+    return used
+
+
+def test_kafka_python_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
+    used = _round_trip_measured(module_broker, "clients-kafka-python", kafka_python_produce, kafka_python_consume)
+    _assert_negotiated(module_broker, VersionCheck("kafka-python", _kafka_python_max()), used)
 
 
 def test_confluent_kafka_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
-    topic = "clients-confluent"
-    create_topic(module_broker.bootstrap, topic, 3)
-    sent = _records("ck", 300)
-    result: dict[str, object] = {}
-
-    def run() -> None:
-        result["acked"] = confluent_produce(module_broker.bootstrap, topic, sent)
-        result["read"] = confluent_consume(module_broker.bootstrap, topic, range(3))
-
-    used = _run_measured(module_broker, run)
-    _assert_round_trip(sent, result["acked"], result["read"])
+    used = _round_trip_measured(module_broker, "clients-confluent", confluent_produce, confluent_consume)
     librdkafka = confluent_kafka.libversion()[0]
     client_max = _librdkafka_max(librdkafka)
-    broker_max = _broker_max(module_broker)
     if client_max is None:
         pytest.fail(f"no version table for librdkafka {librdkafka}; add its maxima to LIBRDKAFKA_MAX")
-    check = VersionCheck(f"confluent-kafka (librdkafka {librdkafka})", client_max)
-    check.verify(used, broker_max)
-    _assert_within_advertised(module_broker, used, {"ApiVersions": client_max["ApiVersions"]})
+    _assert_negotiated(module_broker, VersionCheck(f"confluent-kafka (librdkafka {librdkafka})", client_max), used)
 
 
 def test_aiokafka_produces_consumes_and_negotiates(module_broker: BrokerProcess) -> None:
-    topic = "clients-aiokafka"
-    create_topic(module_broker.bootstrap, topic, 3)
-    sent = _records("aio", 300)
-    result: dict[str, object] = {}
+    def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> list[tuple[int, int]]:
+        return aiokafka_produce(bootstrap, topic, records, acks="all", enable_idempotence=True)
 
-    def run() -> None:
-        result["acked"] = aiokafka_produce(module_broker.bootstrap, topic, sent, acks="all",
-                                           enable_idempotence=True)
-        result["read"] = aiokafka_consume(module_broker.bootstrap, topic, range(3))
-
-    used = _run_measured(module_broker, run)
-    _assert_round_trip(sent, result["acked"], result["read"])
-    check = VersionCheck("aiokafka", _aiokafka_max(), api_versions_fixed=0)
-    check.verify(used, _broker_max(module_broker))
-    _assert_within_advertised(module_broker, used, {})
+    used = _round_trip_measured(module_broker, "clients-aiokafka", produce, aiokafka_consume)
+    _assert_negotiated(module_broker, VersionCheck("aiokafka", _aiokafka_max(), api_versions_fixed=0), used)
 
 
 def _kcat() -> str:
@@ -287,9 +273,7 @@ def test_kcat_lists_produces_consumes_and_negotiates(module_broker: BrokerProces
     client_max = _librdkafka_max(librdkafka) if librdkafka else None
     if client_max is None:
         pytest.skip(f"kcat works; no version table for its librdkafka {librdkafka}")
-    check = VersionCheck(f"kcat (librdkafka {librdkafka})", client_max)
-    check.verify(used, _broker_max(module_broker))
-    _assert_within_advertised(module_broker, used, {"ApiVersions": client_max["ApiVersions"]})
+    _assert_negotiated(module_broker, VersionCheck(f"kcat (librdkafka {librdkafka})", client_max), used)
 
 
 # ---------------------------------------------------------------- compression
