@@ -14,14 +14,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import Gauge
 
 from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
-from minikafka.storage.dir_io import guard
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
@@ -210,11 +208,9 @@ class LogDirFailureHandler:
             return
         for log_dir in live:
             try:
-                with guard(log_dir, self.failure_channel):
-                    st = os.statvfs(log_dir)
+                free = self.log_manager.dir_usage(log_dir).usable_bytes
             except KafkaStorageError:
                 continue  # reported: the failure handling takes it from here
-            free = st.f_bavail * st.f_frsize
             if free < floor and log_dir not in self.low_on_room:
                 self.low_on_room.add(log_dir)
                 log.warning("log dir %s is nearly full: %d bytes free, below log.dir.min.free.bytes=%d; it gets "
