@@ -99,9 +99,6 @@ class Group:
     def is_empty(self) -> bool:
         return not self.members
 
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 

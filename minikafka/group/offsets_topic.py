@@ -88,10 +88,6 @@ class OffsetsTopic:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
-    def log_dir_of(self, partition: int) -> str | None:
-        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
-        return hosted.log.log_dir if hosted is not None else None
-
     def _max_batch_bytes(self, partition: int) -> int:
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if hosted is None:
