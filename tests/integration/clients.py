@@ -1,8 +1,8 @@
 """Thin, blocking wrappers around the real client libraries, shared by the integration tests.
 
 Nothing here keeps state between calls: each helper opens its client, does one job, closes
-it. Consumers always use assign() with explicit partitions and never commit, since the broker
-has no consumer groups yet. They stop when every partition reached the end offset the same
+it. Consumers always use assign() with explicit partitions and never commit, so no test here
+depends on consumer group state. They stop when every partition reached the end offset the same
 client reported before reading, or fail at a deadline.
 """
 
