@@ -177,11 +177,7 @@ class EmbeddedController:
             name=name,
             topic_id=uuid.uuid4(),
             configs=validated,
-            partitions={
-                p: PartitionState(leader=self.broker_id, leader_epoch=0, replicas=[self.broker_id],
-                                  isr=[self.broker_id], new_replicas=[self.broker_id])
-                for p in range(num_partitions)
-            },
+            partitions={p: self._new_partition() for p in range(num_partitions)},
         )
         if validate_only:
             return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
@@ -189,6 +185,11 @@ class EmbeddedController:
         self._lead(topic)
         log.info("created topic %s with %d partition(s) (id %s)", name, num_partitions, topic.topic_id)
         return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
+
+    def _new_partition(self) -> PartitionState:
+        """A partition whose one replica, on this broker, is still to be created."""
+        broker = self.broker_id
+        return PartitionState(leader=broker, leader_epoch=0, replicas=[broker], isr=[broker], new_replicas=[broker])
 
     def auto_create_topic(self, name: str) -> CreateTopicResult:
         if name in INTERNAL_TOPICS:
@@ -252,8 +253,7 @@ class EmbeddedController:
             return ErrorCode.NONE, None
         partitions = dict(topic.partitions)
         for index in range(current, count):
-            partitions[index] = PartitionState(leader=self.broker_id, leader_epoch=0, replicas=[self.broker_id],
-                                               isr=[self.broker_id], new_replicas=[self.broker_id])
+            partitions[index] = self._new_partition()
         grown = dataclasses.replace(topic, partitions=partitions)
         try:
             self.store.put_topic(grown)
