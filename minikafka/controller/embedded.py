@@ -84,8 +84,8 @@ class EmbeddedController:
         return None
 
     def startup(self) -> None:
-        """Load the metadata, apply the stored dynamic broker configs, lead every partition."""
-        self.store.load()
+        """Apply the stored dynamic broker configs and lead every partition. The store is loaded
+        already: the broker needs its cluster id before the logs start."""
         self._apply_broker_configs()
         self.replica_manager.log_manager.preferred_log_dirs.update(self.store.log_dir_requests(self.broker_id))
         for topic in self.store.topics().values():
