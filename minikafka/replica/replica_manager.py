@@ -296,6 +296,7 @@ class ReplicaManager:
     def _read(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResultPartition]:
         results: list[FetchResultPartition] = []
         budget = max_bytes
+        verified: set[str] = set()  # one stat per log dir per pass, not one per partition
         for request in requests:
             result = FetchResultPartition()
             results.append(result)
@@ -312,7 +313,9 @@ class ReplicaManager:
             if budget <= 0:
                 continue
             try:
-                self.log_manager.verify_dir(log_.log_dir)
+                if log_.log_dir not in verified:
+                    self.log_manager.verify_dir(log_.log_dir)
+                    verified.add(log_.log_dir)
                 read = log_.read(request.fetch_offset, min(request.max_bytes, budget),
                                  max_offset=log_.high_watermark, min_one_batch=budget == max_bytes)
             except OffsetOutOfRangeError:
