@@ -185,10 +185,6 @@ class ReplicaManager:
             self._set_offline(key, why)
         return stopped
 
-    def forget_offline(self, topic: str, index: int) -> None:
-        """The partition is no longer this broker's to host (its topic was deleted)."""
-        self.offline_partitions.pop((topic, index), None)
-
     def is_offline(self, topic: str, index: int) -> bool:
         return (topic, index) in self.offline_partitions
 

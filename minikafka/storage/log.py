@@ -298,10 +298,6 @@ class Log:
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
 
-    @property
-    def active_segment(self) -> Segment:
-        return self.segments[-1]
-
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for segment in self.segments:

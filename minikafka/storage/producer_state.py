@@ -154,15 +154,6 @@ class ProducerStateManager:
             )
         )
 
-    def truncate_after(self, end_offset: int) -> None:
-        """Forget cached batches at or after ``end_offset`` (the log was truncated there)."""
-        for pid in list(self.producers):
-            entry = self.producers[pid]
-            kept = [batch for batch in entry.batches if batch.last_offset < end_offset]
-            if len(kept) != len(entry.batches):
-                entry.batches.clear()
-                entry.batches.extend(kept)
-
     def clear(self) -> None:
         self.producers.clear()
 
