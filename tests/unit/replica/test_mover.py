@@ -398,8 +398,10 @@ async def test_throttle_paces_copies_and_a_new_rate_applies_at_once():
     assert throttle.chunk_bytes() == 200_000
     assert elapsed >= 0.35  # 1.6 MB at 4 MB/s, the first chunk free (no upper bound: a loaded CI host)
     throttle.set_rate(1)
-    waiter = asyncio.ensure_future(throttle.acquire(10))  # books 10 s
-    await asyncio.sleep(0.05)
+    await throttle.acquire(10)  # free: the first booking starts now and takes the next 10 s
+    waiter = asyncio.ensure_future(throttle.acquire(10))  # must wait those 10 s
+    await asyncio.sleep(0)  # one loop turn: the waiter has booked and is sleeping
+    assert not waiter.done()
     throttle.set_rate(2**63 - 1)
     await asyncio.wait_for(waiter, 1.0)
     assert throttle.unlimited and throttle.chunk_bytes() == mover_module.CHUNK_BYTES
