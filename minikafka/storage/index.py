@@ -86,14 +86,6 @@ class _IndexFile:
             except OSError:
                 pass
 
-    def delete(self) -> None:
-        self.close()
-        with self.io:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-
 
 class OffsetIndex:
     """Owns ``<base>.index`` and its in-memory copy; only its Segment touches it."""
