@@ -22,7 +22,7 @@ from minikafka.storage.errors import (
     OutOfOrderSequenceError,
     RecordTooLargeError,
 )
-from minikafka.storage.log import FileSlice, Log, LogConfig
+from minikafka.storage.log import AppendResult, FileSlice, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
 from minikafka.waits import client_gone, wait_released
 from protocol.errors import ErrorCode
@@ -58,11 +58,11 @@ class Partition:
         self.log = log_
         self.log.high_watermark = self.log.log_end_offset
 
-    def append(self, records: bytes, now: int) -> tuple[int, int, int, int]:
-        """Append as leader; returns (base_offset, log_append_time, log_start_offset, last_offset)."""
+    def append(self, records: bytes, now: int) -> AppendResult:
+        """Append as leader and move the high watermark to the new log end."""
         result = self.log.append_as_leader(records, self.leader_epoch, now)
         self.log.high_watermark = self.log.log_end_offset
-        return result.base_offset, result.log_append_time_ms, result.log_start_offset, result.last_offset
+        return result
 
     def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
         if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
@@ -252,7 +252,7 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message="empty record set")
         try:
             self.log_manager.verify_dir(partition.log.log_dir)
-            base_offset, append_time, log_start, _ = partition.append(records, now)
+            result = partition.append(records, now)
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
         except UnsupportedMagic as exc:
@@ -266,7 +266,7 @@ class ReplicaManager:
         except KafkaStorageError as exc:
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
         self._wake((topic, index))
-        return ProduceResult(ErrorCode.NONE, base_offset, append_time, log_start)
+        return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset)
 
     # --- fetch ------------------------------------------------------------------------------
     async def fetch(self, requests: list[FetchRequestPartition], max_wait_ms: int, min_bytes: int,
@@ -360,7 +360,7 @@ class ReplicaManager:
             if timestamp == LATEST_TIMESTAMP:
                 return ListOffsetResult(offset=log_.high_watermark, leader_epoch=partition.leader_epoch)
             if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                return ListOffsetResult(offset=log_.log_start_offset, leader_epoch=self._epoch_at(log_, log_.log_start_offset))
+                return ListOffsetResult(offset=log_.log_start_offset, leader_epoch=log_.epoch_for_offset(log_.log_start_offset))
             if timestamp == LATEST_TIERED_TIMESTAMP:
                 return ListOffsetResult(offset=-1)
             if timestamp == MAX_TIMESTAMP:
@@ -374,11 +374,7 @@ class ReplicaManager:
         if found is None or found[0] >= log_.high_watermark:
             return ListOffsetResult(timestamp=-1, offset=-1)
         offset, found_ts = found
-        return ListOffsetResult(timestamp=found_ts, offset=offset, leader_epoch=self._epoch_at(log_, offset))
-
-    @staticmethod
-    def _epoch_at(log_: Log, offset: int) -> int:
-        return log_.epoch_for_offset(offset)
+        return ListOffsetResult(timestamp=found_ts, offset=offset, leader_epoch=log_.epoch_for_offset(offset))
 
     def end_offset_for_epoch(self, topic: str, index: int, epoch: int,
                              current_leader_epoch: int = -1) -> tuple[ErrorCode, int, int]:
