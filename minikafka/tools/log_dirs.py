@@ -272,11 +272,11 @@ def parse_assignment(text: str) -> list[Assignment]:
     return found
 
 
-def plan_moves(cluster: Cluster, assignments: list[Assignment]) -> dict[int, list[tuple[int, Assignment]]]:
-    """{broker: [(index in the file, assignment)]}; raises ToolError naming the first entry
+def plan_moves(cluster: Cluster, assignments: list[Assignment]) -> dict[int, list[Assignment]]:
+    """{broker: [assignment]}; raises ToolError naming the first entry
     the cluster cannot do (no such partition, broker or log dir)."""
     dirs_of: dict[int, list[str]] = {}
-    plan: dict[int, list[tuple[int, Assignment]]] = {}
+    plan: dict[int, list[Assignment]] = {}
     for i, move in enumerate(assignments):
         where = f"partitions[{i}]"
         replicas = cluster.partitions.get((move.topic, move.partition))
@@ -293,16 +293,16 @@ def plan_moves(cluster: Cluster, assignments: list[Assignment]) -> dict[int, lis
             if move.log_dir not in dirs_of[broker]:
                 raise ToolError(f"{where}.log_dir: {move.log_dir} is not a log dir of broker {broker} "
                                 f"(its log dirs: {', '.join(dirs_of[broker])})")
-            plan.setdefault(broker, []).append((i, move))
+            plan.setdefault(broker, []).append(move)
     return plan
 
 
-def send_moves(cluster: Cluster, plan: dict[int, list[tuple[int, Assignment]]], out: TextIO) -> list[str]:
+def send_moves(cluster: Cluster, plan: dict[int, list[Assignment]], out: TextIO) -> list[str]:
     """AlterReplicaLogDirs to each broker; returns one line per refused partition."""
     failures = []
     for broker, moves in sorted(plan.items()):
         by_dir: dict[str, dict[str, list[int]]] = {}
-        for _, move in moves:
+        for move in moves:
             by_dir.setdefault(move.log_dir, {}).setdefault(move.topic, []).append(move.partition)
         body = {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
                          for path, topics in by_dir.items()]}
@@ -310,8 +310,8 @@ def send_moves(cluster: Cluster, plan: dict[int, list[tuple[int, Assignment]]], 
         for topic in response.results:
             for p in topic.partitions:
                 code = ErrorCode(p.error_code)
-                target = next(m.log_dir for _, m in moves if (m.topic, m.partition) == (topic.topic_name,
-                                                                                         p.partition_index))
+                target = next(m.log_dir for m in moves
+                              if (m.topic, m.partition) == (topic.topic_name, p.partition_index))
                 line = f"{topic.topic_name}-{p.partition_index} on broker {broker} -> {target}: "
                 if code == ErrorCode.NONE:
                     out.write(line + "moving\n")
@@ -344,7 +344,7 @@ def move(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write(f"{len(failures)} move(s) refused\n")
             return 1
         if args.progress:
-            wanted = {(broker, m.topic, m.partition): m.log_dir for broker, moves in plan.items() for _, m in moves}
+            wanted = {(broker, m.topic, m.partition): m.log_dir for broker, moves in plan.items() for m in moves}
             return watch(cluster, sorted(plan), wanted, args, out)
         return 0
     finally:
