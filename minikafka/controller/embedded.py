@@ -78,10 +78,7 @@ class EmbeddedController:
         return self.store.topics()
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        for topic in self.store.topics().values():
-            if topic.topic_id == topic_id:
-                return topic
-        return None
+        return self.store.topic_by_id(topic_id)
 
     def startup(self) -> None:
         """Apply the stored dynamic broker configs and lead every partition. The store is loaded

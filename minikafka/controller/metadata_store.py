@@ -83,6 +83,9 @@ class MetadataStore(ABC):
     def topics(self) -> dict[str, TopicState]: ...
 
     @abstractmethod
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
+
+    @abstractmethod
     def put_topic(self, topic: TopicState) -> None: ...
 
     @abstractmethod
@@ -123,6 +126,7 @@ class LocalMetadataStore(MetadataStore):
         self._version = 0
         self._cluster_id = cluster_id
         self._topics: dict[str, TopicState] = {}
+        self._topics_by_id: dict[uuid.UUID, TopicState] = {}  # Produce/Fetch v13+ name topics by id
         self._next_producer_id = 0
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._log_dir_requests: dict[str, list[dict[str, Any]]] = {}  # broker id -> [{topic, partition, log_dir}]
@@ -152,6 +156,7 @@ class LocalMetadataStore(MetadataStore):
             self._version = newest["version"]
             self._cluster_id = self._cluster_id or newest["cluster_id"]
             self._topics = {t["name"]: TopicState.from_json(t) for t in newest["topics"]}
+            self._topics_by_id = {t.topic_id: t for t in self._topics.values()}
             self._next_producer_id = newest["next_producer_id"]
             self._broker_configs = {entity: dict(c) for entity, c in newest.get("broker_configs", {}).items()}
             self._log_dir_requests = {broker: list(entries)
@@ -169,12 +174,18 @@ class LocalMetadataStore(MetadataStore):
     def topics(self) -> dict[str, TopicState]:
         return self._topics
 
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return self._topics_by_id.get(topic_id)
+
     def put_topic(self, topic: TopicState) -> None:
         self._topics[topic.name] = topic
+        self._topics_by_id[topic.topic_id] = topic
         self._write()
 
     def delete_topic(self, name: str) -> None:
-        self._topics.pop(name, None)
+        deleted = self._topics.pop(name, None)
+        if deleted is not None:
+            self._topics_by_id.pop(deleted.topic_id, None)
         self._write()
 
     def broker_configs(self) -> dict[str, dict[str, str]]:

@@ -73,3 +73,19 @@ def test_a_failed_dir_is_reported_and_skipped(tmp_path):
     store.put_topic(_topic("t"))
     assert channel.offline_dirs == {dirs[1]}
     assert json.loads(open(os.path.join(dirs[0], METADATA_FILE)).read())["topics"][0]["name"] == "t"
+
+
+def test_topics_by_id_follow_puts_deletes_and_reloads(tmp_path):
+    dirs = _dirs(tmp_path)
+    store = LocalMetadataStore(dirs, LogDirFailureChannel())
+    store.load()
+    kept, dropped = _topic("kept"), _topic("dropped")
+    store.put_topic(kept)
+    store.put_topic(dropped)
+    store.delete_topic("dropped")
+    assert store.topic_by_id(kept.topic_id) == kept
+    assert store.topic_by_id(dropped.topic_id) is None
+    reloaded = LocalMetadataStore(dirs, LogDirFailureChannel())
+    reloaded.load()
+    assert reloaded.topic_by_id(kept.topic_id) == kept
+    assert reloaded.topic_by_id(dropped.topic_id) is None
