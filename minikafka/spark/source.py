@@ -315,27 +315,24 @@ class RowsWritten(WriterCommitMessage):
     rows: int
 
 
-class MiniKafkaBatchWriter(DataSourceArrowWriter):
+class _RowProducer:
+    """What both writers do: check the columns on the driver, produce a task's rows on an executor."""
+
+    def __init__(self, options: SinkOptions, schema: StructType):
+        self.options = options
+        self.columns = check_sink_schema(schema, options.topic)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return RowsWritten(write_batches(self.options.client_config, self.columns, self.options.topic, iterator))
+
+
+class MiniKafkaBatchWriter(_RowProducer, DataSourceArrowWriter):
     """A batch write: each task produces its rows; nothing to commit, since Kafka has no undo."""
 
-    def __init__(self, options: SinkOptions, schema: StructType):
-        self.options = options
-        self.columns = check_sink_schema(schema, options.topic)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return RowsWritten(write_batches(self.options.client_config, self.columns, self.options.topic, iterator))
-
-
-class MiniKafkaStreamWriter(DataSourceStreamArrowWriter):
+class MiniKafkaStreamWriter(_RowProducer, DataSourceStreamArrowWriter):
     """A streaming write: like the batch writer, once per micro-batch (at least once, as Spark's
     Kafka sink: a micro-batch re-run after a failure writes its rows again)."""
-
-    def __init__(self, options: SinkOptions, schema: StructType):
-        self.options = options
-        self.columns = check_sink_schema(schema, options.topic)
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return RowsWritten(write_batches(self.options.client_config, self.columns, self.options.topic, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: every row was acknowledged by the broker before its task finished."""
