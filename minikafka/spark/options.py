@@ -340,10 +340,6 @@ class SourceOptions:
             fetch_offset_retry_interval_ms=_parse_int(opts, "fetchOffset.retryIntervalMs", 10, 0),  # type: ignore[arg-type]
         )
 
-    @property
-    def bootstrap(self) -> str:
-        return self.client_config["bootstrap.servers"]
-
 
 @dataclass(frozen=True)
 class SinkOptions:
@@ -361,7 +357,3 @@ class SinkOptions:
         if topic is not None and not topic.strip():
             raise OptionError("option topic must not be empty")
         return cls(client_config=client_config, topic=topic.strip() if topic else None)
-
-    @property
-    def bootstrap(self) -> str:
-        return self.client_config["bootstrap.servers"]
