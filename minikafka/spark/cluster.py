@@ -39,11 +39,6 @@ class ClusterView:
         self._metadata: confluent_kafka.Consumer | None = None
         self._last_client_error: str | None = None
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_admin"] = state["_metadata"] = None
-        return state
-
     @property
     def bootstrap(self) -> str:
         return self._config["bootstrap.servers"]
