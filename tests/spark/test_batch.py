@@ -20,10 +20,6 @@ pytestmark = pytest.mark.integration
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-def _table(df) -> pa.Table:
-    return df.toArrow()
-
-
 def test_batch_read_of_8_partitions_equals_what_was_produced(read_kafka, kafka: BrokerProcess, topic_name):
     topic = topic_name()
     create_topic(kafka.bootstrap, topic, 8)
@@ -34,7 +30,7 @@ def test_batch_read_of_8_partitions_equals_what_was_produced(read_kafka, kafka: 
 
     df = read_kafka(subscribe=topic).load()
     assert df.rdd.getNumPartitions() == 8  # one Spark input partition per Kafka partition
-    table = _table(df.select("partition", "offset", "key", "value", "topic", "timestampType"))
+    table: pa.Table = df.select("partition", "offset", "key", "value", "topic", "timestampType").toArrow()
     got = set(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "key", "value")), strict=True))
 
     assert table.num_rows == len(records)
@@ -67,10 +63,10 @@ def test_offsets_by_timestamp(read_kafka, kafka: BrokerProcess, topic_name):
     topic = topic_name()
     create_topic(kafka.bootstrap, topic, 1)
     base = 1_700_000_000_000
-    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
-    for i in range(30):  # a batch each: the broker finds timestamps at batch granularity
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 100})
+    for i in range(30):  # one batch: the broker answers the first record at or after a timestamp
         producer.produce(topic, value=b"%d" % i, timestamp=base + 1000 * i)
-        assert producer.flush(30) == 0
+    assert producer.flush(30) == 0
 
     rows = read_kafka(subscribe=topic, startingTimestamp=str(base + 9_500),
                       endingOffsetsByTimestamp=json.dumps({topic: {"0": base + 20_000}})).load().collect()
