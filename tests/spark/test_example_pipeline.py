@@ -23,7 +23,7 @@ TIMEOUT_S = 180
 
 
 def _events(count: int, first_minute: int, minutes: int, seed: int) -> list[dict[str, object]]:
-    """Events in event-time order (as a well-behaved producer sends them), malformed ones mixed in."""
+    """Events in event-time order, as a well-behaved producer sends them (the test adds malformed ones)."""
     rng = random.Random(seed)
     at = sorted(START + timedelta(minutes=first_minute, milliseconds=rng.randrange(minutes * 60_000))
                 for _ in range(count))
