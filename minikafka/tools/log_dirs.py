@@ -126,7 +126,7 @@ class Cluster:
                 errors.append(str(exc))
                 continue
             try:
-                version, metadata = connection.request(
+                _, metadata = connection.request(
                     METADATA, {"topics": None, "allow_auto_topic_creation": False})
             finally:
                 connection.close()
