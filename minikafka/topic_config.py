@@ -97,6 +97,7 @@ def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig) -> Lo
         index_interval_bytes=value("index.interval.bytes"),
         max_message_bytes=value("max.message.bytes"),
         file_delete_delay_ms=value("file.delete.delay.ms"),
+        min_insync_replicas=value("min.insync.replicas"),
     )
 
 

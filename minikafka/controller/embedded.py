@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from minikafka.config import DEFINITIONS, BrokerConfig, ConfigError
+from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
 from minikafka.controller.metadata_store import NO_LEADER, MetadataStore, PartitionState, TopicState
+from minikafka.controller.topics import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    assignment_error,
+    collision_error,
+    topic_name_error,
+)
+from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata, TopicMetadata
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.topic_config import TOPIC_CONFIGS, InvalidTopicConfig, log_config_for, validate_topic_configs
@@ -23,44 +30,18 @@ from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+__all__ = ["INTERNAL_TOPICS", "OFFSETS_TOPIC", "EmbeddedController"]
 
+class EmbeddedController(ClusterControl):
+    """Creates topics and leads every partition on the one broker of the embedded mode, and
+    publishes what it decides into the broker's MetadataCache."""
 
-@dataclass
-class CreateTopicResult:
-    name: str
-    error: ErrorCode
-    message: str | None = None
-    topic: TopicState | None = None
-
-
-def topic_name_error(name: str) -> str | None:
-    """Why Kafka would refuse this topic name, or None."""
-    if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC_NAME.fullmatch(name):
-        return f"Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
-
-
-def _collision_key(name: str) -> str:
-    return name.replace(".", "_")
-
-
-class EmbeddedController:
-    """Creates topics and leads every partition on the one broker of the embedded mode."""
-
-    def __init__(self, config: BrokerConfig, store: MetadataStore, replica_manager: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, replica_manager: ReplicaManager,
+                 metadata: MetadataCache | None = None) -> None:
         self.config = config
         self.store = store
         self.replica_manager = replica_manager
+        self.metadata = metadata if metadata is not None else MetadataCache(store.cluster_id)
         self.broker_id = config.broker_id
         self._producer_ids: range = range(0)
         self._next_producer_index = 0
@@ -74,23 +55,37 @@ class EmbeddedController:
     def cluster_id(self) -> str:
         return self.store.cluster_id
 
+    @property
+    def max_replication_factor(self) -> int:
+        return 1
+
     def topics(self) -> dict[str, TopicState]:
         return self.store.topics()
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        return self.store.topic_by_id(topic_id)
 
     def startup(self) -> None:
         """Apply the stored dynamic broker configs and lead every partition. The store is loaded
         already: the broker needs its cluster id before the logs start."""
+        self.metadata.cluster_id = self.store.cluster_id
         self._apply_broker_configs()
         self.replica_manager.log_manager.preferred_log_dirs.update(self.store.log_dir_requests(self.broker_id))
         for topic in self.store.topics().values():
             self._lead(topic)
 
-    def remember_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
-        """AlterReplicaLogDirs named a replica this broker does not host yet: create it in
-        ``log_dir`` when it comes (KIP-113), even if the broker restarts meanwhile."""
+    def serving_on(self, endpoints: dict[str, tuple[str, int]]) -> None:
+        """The broker listens (advertised address per listener name): it is the one live broker
+        and the controller."""
+        self.metadata.set_brokers([BrokerInfo(self.broker_id, endpoints)], self.broker_id)
+
+    def _publish(self, topic: TopicState) -> None:
+        offline = self.replica_manager.is_offline
+        self.metadata.put_topic(TopicMetadata(topic.name, topic.topic_id, {
+            index: PartitionMetadata(
+                state.leader, state.leader_epoch, tuple(state.replicas), tuple(state.isr),
+                (self.broker_id,) if offline(topic.name, index) else ())
+            for index, state in topic.partitions.items()
+        }))
+
+    async def remember_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
         self.replica_manager.log_manager.preferred_log_dirs[(topic, partition)] = log_dir
         self.store.put_log_dir_request(self.broker_id, topic, partition, log_dir)
 
@@ -105,7 +100,7 @@ class EmbeddedController:
         cannot (its replica is offline): no leader, a new leader epoch, as Kafka's controller
         does for a partition whose only replica is gone."""
         config = log_config_for(topic.configs, self.config)
-        changed = False
+        partitions = dict(topic.partitions)
         for index, state in sorted(topic.partitions.items()):
             if self.broker_id not in state.replicas:
                 continue
@@ -114,19 +109,18 @@ class EmbeddedController:
             partition = self.replica_manager.become_leader(
                 topic.name, index, topic.topic_id, epoch, config, is_new_replica=is_new)
             if partition is None:
-                changed |= _without_leader(state)
+                partitions[index] = _without_leader(state)
                 continue
-            if is_new:
-                if state.leader == NO_LEADER:
-                    log.warning("re-created %s-%d empty in %s, as the operator asked: the records it held "
-                                "are lost", topic.name, index, partition.log.log_dir)
-                state.new_replicas.remove(self.broker_id)
-                changed = True
-            if state.leader != self.broker_id:
-                state.leader, state.leader_epoch = self.broker_id, epoch
-                changed = True
-        if changed:
+            if is_new and state.leader == NO_LEADER:
+                log.warning("re-created %s-%d empty in %s, as the operator asked: the records it held "
+                            "are lost", topic.name, index, partition.log.log_dir)
+            partitions[index] = dataclasses.replace(
+                state, leader=self.broker_id, leader_epoch=epoch,
+                new_replicas=tuple(b for b in state.new_replicas if b != self.broker_id))
+        if partitions != topic.partitions:
+            topic = dataclasses.replace(topic, partitions=partitions)
             self.store.put_topic(topic)
+        self._publish(topic)
         self._forget_used_log_dir_requests()
 
     def replicas_offline(self, partitions: list[tuple[str, int]]) -> None:
@@ -134,28 +128,40 @@ class EmbeddedController:
         topics = self.store.topics()
         changed: dict[str, TopicState] = {}
         for name, index in partitions:
-            topic = topics.get(name)
+            topic = changed.get(name) or topics.get(name)
             state = topic.partitions.get(index) if topic is not None else None
-            if topic is not None and state is not None and _without_leader(state):
-                changed[name] = topic
+            if topic is None or state is None:
+                continue
+            changed[name] = dataclasses.replace(topic, partitions={**topic.partitions, index: _without_leader(state)})
         for topic in changed.values():
             try:
                 self.store.put_topic(topic)
             except KafkaStorageError as exc:
                 log.error("could not record that %s lost its leader: %s", topic.name, exc)
+            self._publish(topic)
 
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, str | None], validate_only: bool = False) -> CreateTopicResult:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, str | None], validate_only: bool = False,
+                           assignment: dict[int, list[int]] | None = None) -> CreateTopicResult:
+        return self.create_topic_now(name, num_partitions, replication_factor, configs, validate_only, assignment)
+
+    def create_topic_now(self, name: str, num_partitions: int, replication_factor: int,
+                         configs: dict[str, str | None], validate_only: bool = False,
+                         assignment: dict[int, list[int]] | None = None) -> CreateTopicResult:
         reason = topic_name_error(name)
         if reason is not None:
             return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
         topics = self.store.topics()
         if name in topics:
             return CreateTopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        for existing in topics:
-            if _collision_key(existing) == _collision_key(name):
-                return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                         f"Topic '{name}' collides with existing topic: {existing}")
+        reason = collision_error(name, topics)
+        if reason is not None:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if assignment is not None:
+            reason = assignment_error(assignment, [self.broker_id])
+            if reason is not None:
+                return CreateTopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
+            num_partitions, replication_factor = len(assignment), 1
         if num_partitions == -1:
             num_partitions = self.config["num.partitions"]
         if replication_factor == -1:
@@ -186,14 +192,14 @@ class EmbeddedController:
     def _new_partition(self) -> PartitionState:
         """A partition whose one replica, on this broker, is still to be created."""
         broker = self.broker_id
-        return PartitionState(leader=broker, leader_epoch=0, replicas=[broker], isr=[broker], new_replicas=[broker])
+        return PartitionState(leader=broker, leader_epoch=0, replicas=(broker,), isr=(broker,), new_replicas=(broker,))
 
-    def auto_create_topic(self, name: str) -> CreateTopicResult:
+    async def auto_create_topic(self, name: str) -> CreateTopicResult:
         if name in INTERNAL_TOPICS:
-            return self.create_internal_topic(name)
-        return self.create_topic(name, self.config["num.partitions"], self.config["default.replication.factor"], {})
+            return self.create_internal_topic_now(name)
+        return self.create_topic_now(name, self.config["num.partitions"], self.config["default.replication.factor"], {})
 
-    def next_producer_id(self) -> int:
+    async def next_producer_id(self) -> int:
         if self._next_producer_index >= len(self._producer_ids):
             self._producer_ids = self.store.allocate_producer_id_block()
             self._next_producer_index = 0
@@ -203,20 +209,19 @@ class EmbeddedController:
 
     # ---- internal topics, deletion, more partitions, configs -------------------------------
 
-    def create_internal_topic(self, name: str) -> CreateTopicResult:
+    async def create_internal_topic(self, name: str) -> CreateTopicResult:
+        return self.create_internal_topic_now(name)
+
+    def create_internal_topic_now(self, name: str) -> CreateTopicResult:
         """Create an internal topic with its fixed layout (only __consumer_offsets is served).
 
         Its log keeps everything (no retention): the group coordinator bounds it by rewriting
         partitions as snapshots of their live state."""
         if name != OFFSETS_TOPIC:
             return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} is not served")
-        configs: dict[str, str | None] = {
-            "retention.ms": "-1", "retention.bytes": "-1",
-            "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-        }
-        return self.create_topic(name, self.config["offsets.topic.num.partitions"], 1, configs)
+        return self.create_topic_now(name, self.config["offsets.topic.num.partitions"], 1, offsets_topic_configs(self.config))
 
-    def delete_topic(self, name: str) -> tuple[ErrorCode, str | None]:
+    async def delete_topic(self, name: str) -> Outcome:
         """Remove the topic from the metadata now; its logs are renamed at once and their files
         removed in the background (LogManager, after file.delete.delay.ms)."""
         topic = self.store.topics().get(name)
@@ -228,12 +233,14 @@ class EmbeddedController:
             self.store.delete_topic(name)
         except KafkaStorageError as exc:
             return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+        self.metadata.remove_topic(name)
         for index in sorted(topic.partitions):
             self.replica_manager.remove_partition(name, index)
         log.info("deleted topic %s (id %s); its files are removed in the background", name, topic.topic_id)
         return ErrorCode.NONE, None
 
-    def create_partitions(self, name: str, count: int, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    async def create_partitions(self, name: str, count: int, validate_only: bool,
+                                assignment: list[list[int]] | None = None) -> Outcome:
         topic = self.store.topics().get(name)
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
@@ -241,11 +248,9 @@ class EmbeddedController:
             # The group coordinator maps groups to partitions by the partition count.
             return ErrorCode.INVALID_TOPIC_EXCEPTION, f"The partitions of internal topic {name} cannot change"
         current = len(topic.partitions)
-        if count == current:
-            return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
-        if count < current:
-            return ErrorCode.INVALID_PARTITIONS, (
-                f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        error = partition_count_error(current, count, assignment, [self.broker_id])
+        if error is not None:
+            return error
         if validate_only:
             return ErrorCode.NONE, None
         partitions = dict(topic.partitions)
@@ -260,7 +265,11 @@ class EmbeddedController:
         log.info("topic %s now has %d partitions (was %d)", name, count, current)
         return ErrorCode.NONE, None
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> tuple[ErrorCode, str | None]:
+    async def topic_configs(self, name: str) -> dict[str, str] | None:
+        topic = self.store.topics().get(name)
+        return None if topic is None else dict(topic.configs)
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> Outcome:
         """Replace the topic's dynamic configs; the logs of its partitions follow at once."""
         topic = self.store.topics().get(name)
         if topic is None:
@@ -279,10 +288,10 @@ class EmbeddedController:
         log.info("configs of topic %s are now %s", name, validated)
         return ErrorCode.NONE, None
 
-    def broker_configs(self) -> dict[str, dict[str, str]]:
+    async def broker_configs(self) -> dict[str, dict[str, str]]:
         return self.store.broker_configs()
 
-    def alter_broker_configs(self, entity: str, configs: dict[str, str], validate_only: bool) -> tuple[ErrorCode, str | None]:
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str], validate_only: bool) -> Outcome:
         """Replace the dynamic configs of this broker (entity = its id) or the cluster defaults
         (entity ""); listeners registered with BrokerConfig.on_change see the new values."""
         try:
@@ -310,11 +319,34 @@ class EmbeddedController:
             self.replica_manager.update_config(topic.name, log_config_for(topic.configs, self.config))
 
 
-def _without_leader(state: PartitionState) -> bool:
-    """Mark the partition leaderless (ISR kept, as Kafka keeps the last ISR member); True if
-    that changed anything."""
+def offsets_topic_configs(config: BrokerConfig) -> dict[str, str | None]:
+    """__consumer_offsets keeps everything (no retention): the group coordinator bounds it by
+    rewriting partitions as snapshots of their live state."""
+    return {"retention.ms": "-1", "retention.bytes": "-1",
+            "segment.bytes": str(config["offsets.topic.segment.bytes"])}
+
+
+def partition_count_error(current: int, count: int, assignment: list[list[int]] | None,
+                          live_brokers: list[int]) -> Outcome | None:
+    """Why a topic of ``current`` partitions cannot grow to ``count``, or None."""
+    if count == current:
+        return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
+    if count < current:
+        return ErrorCode.INVALID_PARTITIONS, (
+            f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+    if assignment is not None:
+        if len(assignment) != count - current:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                f"Increasing the number of partitions by {count - current} but {len(assignment)} "
+                "assignments provided.")
+        reason = assignment_error({current + i: list(r) for i, r in enumerate(assignment)}, live_brokers)
+        if reason is not None:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason
+    return None
+
+
+def _without_leader(state: PartitionState) -> PartitionState:
+    """The partition leaderless (ISR kept, as Kafka keeps the last ISR member)."""
     if state.leader == NO_LEADER:
-        return False
-    state.leader = NO_LEADER
-    state.leader_epoch += 1
-    return True
+        return state
+    return dataclasses.replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1)

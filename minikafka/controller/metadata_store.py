@@ -28,20 +28,28 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 NO_LEADER = -1
 
 
-@dataclass
+@dataclass(frozen=True)
 class PartitionState:
+    """One partition as the controller records it. A value: change it with dataclasses.replace."""
+
     leader: int  # NO_LEADER while no replica can lead (e.g. its data is on a failed log dir)
     leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
     # Brokers whose replica has not been created yet (KIP-112's isNewReplica): only these may
     # create it empty. Any other broker that cannot find its replica has lost it and must say
     # so; `minikafka log-dirs --recreate` puts a broker back here to accept the loss.
-    new_replicas: list[int] = field(default_factory=list)
+    new_replicas: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("replicas", "isr", "new_replicas"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopicState:
+    """A topic as the controller records it. A value: change it with dataclasses.replace."""
+
     name: str
     topic_id: uuid.UUID
     partitions: dict[int, PartitionState]
@@ -53,8 +61,8 @@ class TopicState:
             "topic_id": str(self.topic_id),
             "configs": self.configs,
             "partitions": {
-                str(p): {"leader": s.leader, "leader_epoch": s.leader_epoch, "replicas": s.replicas, "isr": s.isr,
-                         "new_replicas": s.new_replicas}
+                str(p): {"leader": s.leader, "leader_epoch": s.leader_epoch, "replicas": list(s.replicas),
+                         "isr": list(s.isr), "new_replicas": list(s.new_replicas)}
                 for p, s in sorted(self.partitions.items())
             },
         }

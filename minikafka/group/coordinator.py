@@ -97,8 +97,6 @@ class GroupStore(Protocol):
     @property
     def exists(self) -> bool: ...
 
-    def ensure_exists(self) -> bool: ...
-
     def status(self, partition: int) -> ErrorCode: ...
 
     def append(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode: ...
@@ -278,9 +276,9 @@ class GroupCoordinator:
         else:
             group.state = GroupState.EMPTY
 
-    def partition_error(self, group_id: str, create: bool = False) -> ErrorCode:
-        """NONE if this coordinator serves the group now; creates the offsets topic if `create`."""
-        if not self.store.exists and not (create and self.store.ensure_exists()):
+    def partition_error(self, group_id: str) -> ErrorCode:
+        """NONE if this coordinator serves the group now (loading its partition if need be)."""
+        if not self.store.exists:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         partition = self.partition_for(group_id)
         status = self.store.status(partition)
@@ -301,11 +299,24 @@ class GroupCoordinator:
         for partition in sorted(self.loaded_partitions):
             if self.store.status(partition) == ErrorCode.NONE:
                 continue
-            self.loaded_partitions.discard(partition)
-            gone = [g for g in self.groups.values() if g.partition == partition]
-            for group in gone:
-                self._unload(group, ErrorCode.NOT_COORDINATOR)
-            log.error("__consumer_offsets-%d is offline: %d group(s) unloaded until it is back", partition, len(gone))
+            gone = self._unload_partition(partition)
+            log.error("__consumer_offsets-%d is offline: %d group(s) unloaded until it is back", partition, gone)
+
+    def leadership_changed(self, partition: int, leads: bool) -> None:
+        """This broker now leads (loads the partition's groups) or no longer leads (unloads
+        them: their members find the new coordinator) a __consumer_offsets partition."""
+        if leads and partition not in self.loaded_partitions and self.store.status(partition) == ErrorCode.NONE:
+            self._load_partition(partition)
+        elif not leads and partition in self.loaded_partitions:
+            gone = self._unload_partition(partition)
+            log.info("no longer coordinating the %d group(s) of __consumer_offsets-%d", gone, partition)
+
+    def _unload_partition(self, partition: int) -> int:
+        self.loaded_partitions.discard(partition)
+        gone = [g for g in self.groups.values() if g.partition == partition]
+        for group in gone:
+            self._unload(group, ErrorCode.NOT_COORDINATOR)
+        return len(gone)
 
     def shutdown(self) -> None:
         """Answer every waiting join and sync with NOT_COORDINATOR and stop every timer."""
@@ -338,7 +349,7 @@ class GroupCoordinator:
             return join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id)
-        error = self.partition_error(req.group_id, create=True)
+        error = self.partition_error(req.group_id)
         if error != ErrorCode.NONE:
             return join_error(error, req.member_id)
         group = self.groups.get(req.group_id)
@@ -807,7 +818,7 @@ class GroupCoordinator:
         def all_fail(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return dict.fromkeys(offsets, error)
 
-        error = self.partition_error(group_id, create=True)
+        error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return all_fail(error)
         group = self.groups.get(group_id)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 
-from minikafka.controller.embedded import OFFSETS_TOPIC, EmbeddedController
+from minikafka.controller.topics import OFFSETS_TOPIC
+from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from protocol.errors import ErrorCode
@@ -49,39 +50,33 @@ _APPEND_ERRORS = {
 class OffsetsTopic:
     """Reads and writes the partitions of __consumer_offsets that this broker leads.
 
-    The topic is created on first use (`ensure_exists`) through the controller, with
+    The topic is created on first use (FindCoordinator asks the controller), with
     offsets.topic.num.partitions partitions; after that its real partition count counts.
     `dirty[p]` counts superseded records in partition p (an estimate the coordinator keeps).
     """
 
-    def __init__(self, replica_manager: ReplicaManager, controller: EmbeddedController) -> None:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, default_partitions: int) -> None:
         self.replica_manager = replica_manager
-        self.controller = controller
+        self.metadata = metadata
+        self.default_partitions = default_partitions
         self.dirty: dict[int, int] = {}
 
     @property
     def exists(self) -> bool:
-        return OFFSETS_TOPIC in self.controller.topics()
+        return self.metadata.topic(OFFSETS_TOPIC) is not None
 
     @property
     def partition_count(self) -> int:
-        topic = self.controller.topics().get(OFFSETS_TOPIC)
-        if topic is None:
-            return self.controller.config["offsets.topic.num.partitions"]
-        return len(topic.partitions)
-
-    def ensure_exists(self) -> bool:
-        if not self.exists:
-            result = self.controller.create_internal_topic(OFFSETS_TOPIC)
-            if result.error != ErrorCode.NONE:
-                log.error("could not create %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
-        return self.exists
+        topic = self.metadata.topic(OFFSETS_TOPIC)
+        return self.default_partitions if topic is None else len(topic.partitions)
 
     def status(self, partition: int) -> ErrorCode:
         """NONE when the partition can be written; COORDINATOR_NOT_AVAILABLE otherwise."""
         if not self.exists:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if hosted is not None and not hosted.is_leader:
+            return ErrorCode.NOT_COORDINATOR
         if hosted is None or hosted.log.closed:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.replica_manager.log_manager.failure_channel.is_offline(hosted.log.log_dir):

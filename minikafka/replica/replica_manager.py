@@ -11,9 +11,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 
+from minikafka.metadata_cache import MetadataCache
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
     KafkaStorageError,
@@ -43,26 +45,183 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Partition:
-    """One partition replica on this broker: its log, leader epoch and high watermark.
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
 
-    With one replica (the embedded mode) the leader is the whole ISR, so the high watermark
-    follows the log end offset after every append.
+
+# Which role a hosted replica may take next (None: just created). A replica that goes offline
+# leaves the ReplicaManager's partitions altogether (see ReplicaManager.take_offline).
+ROLE_TRANSITIONS: dict[Role | None, frozenset[Role]] = {
+    None: frozenset({Role.LEADER, Role.FOLLOWER}),
+    Role.LEADER: frozenset({Role.LEADER, Role.FOLLOWER}),
+    Role.FOLLOWER: frozenset({Role.LEADER, Role.FOLLOWER}),
+}
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower, from its fetches."""
+
+    log_end_offset: int = -1
+    # The last time the follower had everything the leader had (Kafka's lastCaughtUpTimeMs).
+    last_caught_up_ms: int = 0
+    # The leader's log end offset when the follower last fetched, and when that was.
+    leader_end_at_last_fetch: int = -1
+    last_fetch_ms: int = 0
+
+
+IsrProposer = Callable[["Partition", tuple[int, ...]], None]
+
+
+class Partition:
+    """One partition replica on this broker: its log, role, leader epoch, and as leader the
+    ISR, the followers' positions and the high watermark.
+
+    The leader moves the high watermark to the smallest log end offset of the ISR (with one
+    replica, its own log end); a follower takes the leader's high watermark, bounded by its own
+    log end. An ISR change is proposed through ``propose_isr`` and takes effect only when
+    ``isr_committed`` confirms it (in a cluster: a conditional ZooKeeper write), so a leader
+    that has been replaced can never shrink the ISR to itself and acknowledge alone.
+    Touched only by the ReplicaManager and the fetchers, on the event loop.
     """
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int, log_: Log) -> None:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int, log_: Log,
+                 broker_id: int = -1) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.leader_epoch = leader_epoch
         self.log = log_
-        self.log.high_watermark = self.log.log_end_offset
+        self.broker_id = broker_id
+        self.role: Role | None = None
+        self.leader_id = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.partition_epoch = 0  # the zk version of the partition's state, for conditional ISR writes
+        self.followers: dict[int, FollowerState] = {}
+        self.pending_isr: tuple[int, ...] | None = None
+        self.propose_isr: IsrProposer | None = None
 
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def _transition(self, role: Role) -> None:
+        if role not in ROLE_TRANSITIONS[self.role]:
+            raise ValueError(f"{self.topic}-{self.index}: {self.role} cannot become {role}")
+        self.role = role
+
+    def make_leader(self, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...],
+                    partition_epoch: int, now: int) -> None:
+        self._transition(Role.LEADER)
+        self.leader_id = self.broker_id
+        self.leader_epoch = max(self.leader_epoch, leader_epoch)
+        self.isr, self.replicas, self.partition_epoch = isr or (self.broker_id,), replicas, partition_epoch
+        self.pending_isr = None
+        # Followers get a full lag window before they can be shrunk out of the ISR.
+        self.followers = {b: FollowerState(last_caught_up_ms=now) for b in replicas if b != self.broker_id}
+        # A no-op when the log already knows this epoch (a restart), news otherwise.
+        self.log.assign_epoch(self.leader_epoch, self.log.log_end_offset)
+        self._advance_high_watermark()
+
+    def make_follower(self, leader_id: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...],
+                      partition_epoch: int) -> None:
+        self._transition(Role.FOLLOWER)
+        self.leader_id = leader_id
+        self.leader_epoch = max(self.leader_epoch, leader_epoch)
+        self.isr, self.replicas, self.partition_epoch = isr, replicas, partition_epoch
+        self.followers = {}
+        self.pending_isr = None
+        self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
+
+    # ---- leader --------------------------------------------------------------------------
     def append(self, records: bytes, now: int) -> AppendResult:
-        """Append as leader and move the high watermark to the new log end."""
+        """Append as leader; with no other ISR member the high watermark follows at once."""
         result = self.log.append_as_leader(records, self.leader_epoch, now)
-        self.log.high_watermark = self.log.log_end_offset
+        self._advance_high_watermark()
         return result
+
+    def _advance_high_watermark(self) -> bool:
+        ends = [self.log.log_end_offset]
+        for broker in self.isr:
+            if broker != self.broker_id:
+                follower = self.followers.get(broker)
+                ends.append(follower.log_end_offset if follower is not None else -1)
+        candidate = min(ends)
+        if candidate > self.log.high_watermark:
+            self.log.high_watermark = candidate
+            return True
+        return False
+
+    def update_follower(self, broker_id: int, fetch_offset: int, now: int) -> bool:
+        """A follower fetched from ``fetch_offset``: it has everything below it. Returns True
+        when that moved the high watermark."""
+        follower = self.followers.get(broker_id)
+        if follower is None:
+            if broker_id not in self.replicas:
+                return False
+            follower = self.followers[broker_id] = FollowerState()
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.leader_end_at_last_fetch >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.leader_end_at_last_fetch = leader_end
+        follower.last_fetch_ms = now
+        if broker_id not in self.isr and self._caught_up(follower):
+            self._propose(tuple(sorted({*self.isr, broker_id}, key=self._replica_order)))
+        return self._advance_high_watermark()
+
+    def _caught_up(self, follower: FollowerState) -> bool:
+        """Kafka's rule to join the ISR: at the high watermark, and past the start of the
+        current leader epoch (so it holds nothing a previous leader wrote that was lost)."""
+        epoch_start = self.log.leader_epochs.end_offset_for(self.leader_epoch - 1, self.log.log_end_offset)[1]
+        return follower.log_end_offset >= max(self.log.high_watermark, epoch_start if epoch_start >= 0 else 0)
+
+    def _replica_order(self, broker: int) -> int:
+        return self.replicas.index(broker) if broker in self.replicas else len(self.replicas)
+
+    def out_of_sync(self, now: int, max_lag_ms: int) -> tuple[int, ...]:
+        """The followers in the ISR that have not caught up for longer than ``max_lag_ms``."""
+        return tuple(b for b in self.isr if b != self.broker_id
+                     and now - self.followers.setdefault(b, FollowerState(last_caught_up_ms=now)).last_caught_up_ms
+                     > max_lag_ms)
+
+    def maybe_shrink_isr(self, now: int, max_lag_ms: int) -> None:
+        lagging = self.out_of_sync(now, max_lag_ms)
+        if lagging and self.is_leader:
+            self._propose(tuple(b for b in self.isr if b not in lagging))
+
+    def _propose(self, isr: tuple[int, ...]) -> None:
+        if self.pending_isr is not None or isr == self.isr:
+            return
+        if self.propose_isr is None:
+            self.isr_committed(isr, self.partition_epoch)
+            return
+        self.pending_isr = isr
+        self.propose_isr(self, isr)
+
+    def isr_committed(self, isr: tuple[int, ...], partition_epoch: int) -> bool:
+        """The proposed ISR is recorded; returns True when that moved the high watermark."""
+        self.pending_isr = None
+        self.isr, self.partition_epoch = isr, partition_epoch
+        return self._advance_high_watermark()
+
+    def isr_refused(self) -> None:
+        """The proposal lost a race (the controller changed the partition): wait for its news."""
+        self.pending_isr = None
+
+    # ---- follower ------------------------------------------------------------------------
+    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendResult:
+        result = self.log.append_as_follower(records)
+        self.follow_high_watermark(leader_high_watermark)
+        return result
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        self.log.high_watermark = max(self.log.high_watermark,
+                                      min(leader_high_watermark, self.log.log_end_offset))
 
     def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
         if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
@@ -79,6 +238,7 @@ class ProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    last_offset: int = -1
 
 
 @dataclass
@@ -88,6 +248,9 @@ class FetchRequestPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    # A follower's fetch (replica id >= 0) reads up to the log end and tells the leader where
+    # the follower is; a consumer's reads up to the high watermark.
+    replica_id: int = -1
 
 
 @dataclass
@@ -128,11 +291,41 @@ class ReplicaManager:
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         # Topics only the broker itself writes (the group coordinator's __consumer_offsets).
         self.internal_topics: frozenset[str] = frozenset()
+        # How a leader's ISR change is recorded (cluster mode: a conditional ZooKeeper write);
+        # None accepts it at once (the embedded mode, where the ISR is the leader alone).
+        self.propose_isr: IsrProposer | None = None
+        # What the cluster knows, to tell "not hosted here" (NOT_LEADER_OR_FOLLOWER) from "no such partition".
+        self.metadata: MetadataCache | None = None
 
-    # --- leadership -------------------------------------------------------------------------
+    # --- leadership ---------------------------------------------------------------------------
     def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
-                      config: LogConfig, *, is_new_replica: bool = True) -> Partition | None:
-        """Lead the partition; None when its replica is offline.
+                      config: LogConfig, *, is_new_replica: bool = True, isr: tuple[int, ...] = (),
+                      replicas: tuple[int, ...] = (), partition_epoch: int = 0) -> Partition | None:
+        """Lead the partition; None when its replica is offline. Without ``replicas`` this
+        broker is the only replica (the embedded mode)."""
+        partition = self._hosted(topic, index, topic_id, leader_epoch, config, is_new_replica)
+        if partition is not None:
+            partition.make_leader(leader_epoch, isr or (self.broker_id,), replicas or (self.broker_id,),
+                                  partition_epoch, now_ms())
+            partition.propose_isr = self.propose_isr
+            self._wake((topic, index))
+        return partition
+
+    def become_follower(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
+                        config: LogConfig, *, leader_id: int, is_new_replica: bool, isr: tuple[int, ...],
+                        replicas: tuple[int, ...], partition_epoch: int) -> Partition | None:
+        """Follow ``leader_id``; None when the replica is offline. The fetchers truncate the log
+        to what the leader has before they fetch."""
+        partition = self._hosted(topic, index, topic_id, leader_epoch, config, is_new_replica)
+        if partition is not None:
+            partition.make_follower(leader_id, leader_epoch, isr, replicas, partition_epoch)
+            # Producers and consumers waiting on the old leader get NOT_LEADER_OR_FOLLOWER now.
+            self._wake((topic, index))
+        return partition
+
+    def _hosted(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int, config: LogConfig,
+                is_new_replica: bool) -> Partition | None:
+        """The partition's replica on this broker, opened or created as needed.
 
         A replica that is not new (it was created before) and is not in any live log dir lost
         its data with a failed or replaced dir: it goes offline instead of being re-created
@@ -149,13 +342,10 @@ class ReplicaManager:
             log_ = self._get_or_create_log(topic, index, topic_id, config)
             if log_ is None:
                 return None
-            partition = Partition(topic, index, topic_id, leader_epoch, log_)
+            partition = Partition(topic, index, topic_id, leader_epoch, log_, self.broker_id)
             self.partitions[key] = partition
         # A log loaded at startup was opened with the broker's defaults; the topic's configs count.
         partition.log.update_config(config)
-        partition.leader_epoch = max(partition.leader_epoch, leader_epoch)
-        # A no-op when the log already knows this epoch (a restart), news otherwise.
-        partition.log.assign_epoch(partition.leader_epoch, partition.log.log_end_offset)
         return partition
 
     def _get_or_create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig) -> Log | None:
@@ -192,7 +382,27 @@ class ReplicaManager:
         """The error for a partition this broker does not serve."""
         if key in self.offline_partitions:
             return ErrorCode.KAFKA_STORAGE_ERROR
+        if self.metadata is not None and self.metadata.partition(*key) is not None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def _leader(self, key: TopicPartition) -> tuple[Partition | None, ErrorCode]:
+        """The partition if this broker leads it, else why not."""
+        partition = self.partitions.get(key)
+        if partition is None:
+            return None, self._absent(key)
+        if not partition.is_leader:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition, ErrorCode.NONE
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """Stop serving the replica (StopReplica); with ``delete``, its log goes too."""
+        if delete:
+            self.remove_partition(topic, index)
+            return
+        key = (topic, index)
+        self.partitions.pop(key, None)
+        self._wake(key)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (name, _), partition in self.partitions.items():
@@ -219,9 +429,9 @@ class ReplicaManager:
         Returns (error, low watermark). Internal topics are only trimmed by the broker itself."""
         if topic in self.internal_topics and not internal:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, -1
-        partition = self.partitions.get((topic, index))
+        partition, error = self._leader((topic, index))
         if partition is None:
-            return self._absent((topic, index)), -1
+            return error, -1
         log_ = partition.log
         target = log_.high_watermark if offset == -1 else offset
         if not 0 <= target <= log_.high_watermark:
@@ -240,14 +450,20 @@ class ReplicaManager:
 
     # --- produce ----------------------------------------------------------------------------
     def append(self, topic: str, index: int, records: bytes | None, now: int, *,
-               internal: bool = False) -> ProduceResult:
-        """Append as leader; only the broker's own (``internal``) writes may go to internal topics."""
+               internal: bool = False, acks: int = 1) -> ProduceResult:
+        """Append as leader; only the broker's own (``internal``) writes may go to internal topics.
+        With ``acks`` -1 the ISR must hold min.insync.replicas first (the caller then waits
+        for the high watermark with ``wait_for_replication``)."""
         if topic in self.internal_topics and not internal:
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  error_message=f"cannot append to internal topic {topic}")
-        partition = self.partitions.get((topic, index))
+        partition, error = self._leader((topic, index))
         if partition is None:
-            return ProduceResult(self._absent((topic, index)), error_message=self.offline_partitions.get((topic, index)))
+            return ProduceResult(error, error_message=self.offline_partitions.get((topic, index)))
+        if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
+            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS, error_message=(
+                f"the in-sync replicas {list(partition.isr)} of {topic}-{index} are fewer than "
+                f"min.insync.replicas={partition.log.config.min_insync_replicas}"))
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message="empty record set")
         try:
@@ -266,7 +482,43 @@ class ReplicaManager:
         except KafkaStorageError as exc:
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
         self._wake((topic, index))
-        return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset)
+        return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset,
+                             last_offset=result.last_offset)
+
+    async def wait_for_replication(self, topic: str, index: int, result: ProduceResult, timeout_ms: int) -> None:
+        """acks=all: wait until the high watermark passes the appended batches (every ISR member
+        has them), then check that the ISR still holds min.insync.replicas. Sets the error of
+        ``result`` when that does not happen within ``timeout_ms`` or leadership moves away."""
+        key = (topic, index)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            partition, error = self._leader(key)
+            if partition is None:
+                result.error = error
+                return
+            if partition.log.high_watermark > result.last_offset:
+                if len(partition.isr) < partition.log.config.min_insync_replicas:
+                    result.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0 or client_gone():
+                result.error = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = (f"the in-sync replicas {list(partition.isr)} of {topic}-{index} did not all "
+                                        f"replicate offset {result.last_offset} within {timeout_ms} ms")
+                return
+            await self._wait_for_data([key], remaining)
+
+    # --- the leader's view of its followers --------------------------------------------------
+    def shrink_isrs(self, now: int, max_lag_ms: int) -> None:
+        """Propose to drop from each ISR the followers that stopped keeping up."""
+        for partition in list(self.partitions.values()):
+            if partition.is_leader:
+                partition.maybe_shrink_isr(now, max_lag_ms)
+
+    def isr_committed(self, partition: Partition, isr: tuple[int, ...], partition_epoch: int) -> None:
+        if partition.isr_committed(isr, partition_epoch):
+            self._wake((partition.topic, partition.index))
 
     # --- fetch ------------------------------------------------------------------------------
     async def fetch(self, requests: list[FetchRequestPartition], max_wait_ms: int, min_bytes: int,
@@ -293,17 +545,22 @@ class ReplicaManager:
         results: list[FetchResultPartition] = []
         budget = max_bytes
         verified: set[str] = set()  # one stat per log dir per pass, not one per partition
+        now = now_ms()
         for request in requests:
             result = FetchResultPartition()
             results.append(result)
-            partition = self.partitions.get((request.topic, request.partition))
+            key = (request.topic, request.partition)
+            partition, result.error = self._leader(key)
             if partition is None:
-                result.error = self._absent((request.topic, request.partition))
                 continue
             result.error = partition.check_epoch(request.current_leader_epoch)
             if result.error != ErrorCode.NONE:
                 continue
             log_ = partition.log
+            # Only an assigned replica reads past the high watermark.
+            follower = request.replica_id >= 0 and request.replica_id in partition.followers
+            if follower and partition.update_follower(request.replica_id, request.fetch_offset, now):
+                self._wake(key)
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset
             if budget <= 0:
@@ -313,7 +570,8 @@ class ReplicaManager:
                     self.log_manager.verify_dir(log_.log_dir)
                     verified.add(log_.log_dir)
                 read = log_.read(request.fetch_offset, min(request.max_bytes, budget),
-                                 max_offset=log_.high_watermark, min_one_batch=budget == max_bytes)
+                                 max_offset=None if follower else log_.high_watermark,
+                                 min_one_batch=budget == max_bytes)
             except OffsetOutOfRangeError:
                 result.error = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
@@ -349,9 +607,9 @@ class ReplicaManager:
 
     # --- offsets ----------------------------------------------------------------------------
     def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1) -> ListOffsetResult:
-        partition = self.partitions.get((topic, index))
+        partition, error = self._leader((topic, index))
         if partition is None:
-            return ListOffsetResult(self._absent((topic, index)))
+            return ListOffsetResult(error)
         error = partition.check_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
             return ListOffsetResult(error)
@@ -378,9 +636,9 @@ class ReplicaManager:
 
     def end_offset_for_epoch(self, topic: str, index: int, epoch: int,
                              current_leader_epoch: int = -1) -> tuple[ErrorCode, int, int]:
-        partition = self.partitions.get((topic, index))
+        partition, error = self._leader((topic, index))
         if partition is None:
-            return self._absent((topic, index)), -1, -1
+            return error, -1, -1
         error = partition.check_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
             return error, -1, -1

@@ -16,10 +16,12 @@ from typing import Any
 import prometheus_client
 
 from minikafka.config import BrokerConfig
-from minikafka.controller.embedded import INTERNAL_TOPICS, EmbeddedController
+from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
+from minikafka.controller.topics import INTERNAL_TOPICS
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.group.offsets_topic import OffsetsTopic
+from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
@@ -58,6 +60,8 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._metrics_server: Any = None
         self.port = 0
+        self.listener_name = config.values["listeners"][0].partition("://")[0] if "://" in config.values["listeners"][0] \
+            else "PLAINTEXT"
 
     async def start(self) -> None:
         self._create_dirs()
@@ -71,7 +75,8 @@ class Broker:
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
         self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
-        self.controller = EmbeddedController(self.config, self.store, self.replica_manager)
+        self.metadata = MetadataCache(self.store.cluster_id)
+        self.controller = EmbeddedController(self.config, self.store, self.replica_manager, self.metadata)
         self.controller.startup()
         self.mover = self._create_mover()
         self.dir_failures = LogDirFailureHandler(
@@ -87,8 +92,9 @@ class Broker:
         self.group_coordinator = self._start_group_coordinator()
         self._listen()
         host, port = self.config.advertised_listener(self.port)
-        self.context = BrokerContext(self.config, self.controller, self.replica_manager, self.log_manager,
-                                     host, port, frozenset(HANDLERS), groups=self.group_coordinator,
+        self.controller.serving_on({self.listener_name: (host, port)})
+        self.context = BrokerContext(self.config, self.controller, self.metadata, self.replica_manager,
+                                     self.log_manager, host, port, frozenset(HANDLERS), groups=self.group_coordinator,
                                      mover=self.mover)
         self._start_metrics()
         loop = asyncio.get_running_loop()
@@ -123,7 +129,8 @@ class Broker:
     def _start_group_coordinator(self) -> GroupCoordinator:
         """The coordinator of every group, loaded from __consumer_offsets before clients connect."""
         self.replica_manager.internal_topics = INTERNAL_TOPICS
-        store = OffsetsTopic(self.replica_manager, self.controller)
+        self.replica_manager.metadata = self.metadata
+        store = OffsetsTopic(self.replica_manager, self.metadata, self.config["offsets.topic.num.partitions"])
         coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler())
         coordinator.load()
         self.failure_channel.add_listener(coordinator.on_log_dir_failure)
@@ -168,7 +175,7 @@ class Broker:
 
     def _dispatcher_for(self, client_host: str) -> Any:
         """A dispatch function whose handlers see the connection's client address."""
-        context = dataclasses.replace(self.context, client_host=client_host)
+        context = dataclasses.replace(self.context, client_host=client_host, listener_name=self.listener_name)
 
         def dispatch(request: Request) -> Any:
             handler = HANDLERS.get(request.api_key)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from minikafka.config import BrokerConfig
-from minikafka.controller.embedded import EmbeddedController
+from minikafka.controller.api import ClusterControl
 from minikafka.group.coordinator import GroupCoordinator
+from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.log_manager import LogManager
@@ -15,7 +16,8 @@ from minikafka.storage.log_manager import LogManager
 @dataclass
 class BrokerContext:
     config: BrokerConfig
-    controller: EmbeddedController
+    controller: ClusterControl
+    metadata: MetadataCache
     replica_manager: ReplicaManager
     log_manager: LogManager
     host: str
@@ -26,6 +28,9 @@ class BrokerContext:
     mover: LogDirMover = field(kw_only=True)
     # The address of the client whose connection the request came on (one context per connection).
     client_host: str = field(default="", kw_only=True)
+    # The listener that connection came in on: clients are given the brokers' addresses on it.
+    listener_name: str = field(default="PLAINTEXT", kw_only=True)
+
 
     @property
     def broker_id(self) -> int:

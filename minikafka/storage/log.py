@@ -66,6 +66,7 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     file_delete_delay_ms: int = 60000
+    min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):

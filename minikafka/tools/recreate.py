@@ -11,6 +11,7 @@ healthy dir.  Without ``--yes`` it only says what it would do.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import re
@@ -116,11 +117,11 @@ def _recreate_locked(log_dirs: list[str], broker_id: int, wanted: list[tuple[str
         if broker_id in state.new_replicas:
             print(f"{name}: already marked to be re-created empty", file=out)
             continue
-        changed[topic_name] = topic
         print(f"{name}: {'will be' if confirmed else 'would be'} re-created EMPTY at the next broker start; "
               "the records it held are lost for good", file=out)
-        if confirmed:
-            state.new_replicas.append(broker_id)
+        topic = changed.get(topic_name, topic)
+        marked = dataclasses.replace(state, new_replicas=(*state.new_replicas, broker_id))
+        changed[topic_name] = dataclasses.replace(topic, partitions={**topic.partitions, index: marked})
     if not confirmed:
         print("nothing changed: add --yes to accept the loss", file=out)
         return 1

@@ -75,28 +75,28 @@ class Node:
         return self.replica_manager.get_partition(topic, 0).log.config.retention_ms
 
 
-def test_controller_stores_applies_and_reloads_broker_configs(tmp_path: Path) -> None:
+async def test_controller_stores_applies_and_reloads_broker_configs(tmp_path: Path) -> None:
     node = Node(tmp_path)
     try:
-        assert node.controller.create_topic("plain", 1, 1, {}).error == ErrorCode.NONE
-        assert node.controller.create_topic("own", 1, 1, {"retention.ms": "5"}).error == ErrorCode.NONE
-        assert node.controller.alter_broker_configs("1", {"log.retention.ms": "soon"}, False)[0] == ErrorCode.INVALID_CONFIG
-        assert node.controller.alter_broker_configs("1", {"log.retention.ms": "777"}, True) == (ErrorCode.NONE, None)
+        assert (await node.controller.create_topic("plain", 1, 1, {})).error == ErrorCode.NONE
+        assert (await node.controller.create_topic("own", 1, 1, {"retention.ms": "5"})).error == ErrorCode.NONE
+        assert (await node.controller.alter_broker_configs("1", {"log.retention.ms": "soon"}, False))[0] == ErrorCode.INVALID_CONFIG
+        assert (await node.controller.alter_broker_configs("1", {"log.retention.ms": "777"}, True)) == (ErrorCode.NONE, None)
         assert node.retention_ms("plain") != 777, "validate_only changed something"
-        assert node.controller.alter_broker_configs("", {"log.retention.ms": "888"}, False) == (ErrorCode.NONE, None)
+        assert (await node.controller.alter_broker_configs("", {"log.retention.ms": "888"}, False)) == (ErrorCode.NONE, None)
         assert node.retention_ms("plain") == 888, "logs without an override did not follow the broker default"
         assert node.retention_ms("own") == 5
-        assert node.controller.alter_broker_configs("1", {"log.retention.ms": "999"}, False) == (ErrorCode.NONE, None)
+        assert (await node.controller.alter_broker_configs("1", {"log.retention.ms": "999"}, False)) == (ErrorCode.NONE, None)
         assert node.retention_ms("plain") == 999
     finally:
         node.log_manager.shutdown()
     node = Node(tmp_path)
     try:
-        assert node.controller.broker_configs() == {"1": {"log.retention.ms": "999"}, "": {"log.retention.ms": "888"}}
+        assert (await node.controller.broker_configs()) == {"1": {"log.retention.ms": "999"}, "": {"log.retention.ms": "888"}}
         assert node.config["log.retention.ms"] == 999 and node.retention_ms("plain") == 999
         assert node.retention_ms("own") == 5, "a topic's own config was lost by a restart"
-        assert node.controller.alter_topic_configs("own", {"retention.ms": "x"}, False)[0] == ErrorCode.INVALID_CONFIG
-        assert node.controller.alter_topic_configs("own", {}, False) == (ErrorCode.NONE, None)
+        assert (await node.controller.alter_topic_configs("own", {"retention.ms": "x"}, False))[0] == ErrorCode.INVALID_CONFIG
+        assert (await node.controller.alter_topic_configs("own", {}, False)) == (ErrorCode.NONE, None)
         assert node.retention_ms("own") == 999
     finally:
         node.log_manager.shutdown()

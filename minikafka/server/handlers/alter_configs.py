@@ -77,32 +77,32 @@ def _apply(resource_type: int, configs: dict[str, str], changes: Any, ctx: Broke
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
 
 
-def _alter(resource: Any, incremental: bool, validate_only: bool, ctx: BrokerContext) -> Result:
+async def _alter(resource: Any, incremental: bool, validate_only: bool, ctx: BrokerContext) -> Result:
     names = [c.name for c in resource.configs]
     if len(set(names)) != len(names):
         return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
     name = resource.resource_name
     changes = resource.configs if incremental else [_AsSet(c.name, c.value) for c in resource.configs]
     if resource.resource_type == TOPIC_RESOURCE:
-        topic = ctx.controller.topics().get(name)
-        if topic is None:
+        topic_configs = await ctx.controller.topic_configs(name)
+        if topic_configs is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
-        configs = dict(topic.configs) if incremental else {}
+        configs = dict(topic_configs) if incremental else {}
         try:
             _apply(TOPIC_RESOURCE, configs, changes, ctx)
         except _Refused as exc:
             return exc.error, str(exc)
-        return ctx.controller.alter_topic_configs(name, configs, validate_only)
+        return await ctx.controller.alter_topic_configs(name, configs, validate_only)
     if resource.resource_type == BROKER_RESOURCE:
         if name not in ("", str(ctx.broker_id)):
             return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
                                                f"but received {name}")
-        configs = dict(ctx.controller.broker_configs().get(name, {})) if incremental else {}
+        configs = dict((await ctx.controller.broker_configs()).get(name, {})) if incremental else {}
         try:
             _apply(BROKER_RESOURCE, configs, changes, ctx)
         except _Refused as exc:
             return exc.error, str(exc)
-        return ctx.controller.alter_broker_configs(name, configs, validate_only)
+        return await ctx.controller.alter_broker_configs(name, configs, validate_only)
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
 
 
@@ -118,7 +118,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     incremental = request.api_key == INCREMENTAL_ALTER_CONFIGS
     responses = []
     for resource in body.resources:
-        error, message = _alter(resource, incremental, body.validate_only, ctx)
+        error, message = await _alter(resource, incremental, body.validate_only, ctx)
         responses.append({"error_code": error, "error_message": message,
                           "resource_type": resource.resource_type, "resource_name": resource.resource_name})
     return {"throttle_time_ms": 0, "responses": responses}

@@ -35,13 +35,13 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 wanted[(topic.name, index)] = log_dir.path
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, index), path in wanted.items():
-        error = alter(topic, index, path, ctx)
+        error = await alter(topic, index, path, ctx)
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error})
     return {"throttle_time_ms": 0,
             "results": [{"topic_name": topic, "partitions": partitions} for topic, partitions in by_topic.items()]}
 
 
-def alter(topic: str, index: int, path: str, ctx: BrokerContext) -> ErrorCode:
+async def alter(topic: str, index: int, path: str, ctx: BrokerContext) -> ErrorCode:
     manager = ctx.log_manager
     log_dir = os.path.normpath(path) if os.path.isabs(path) else path
     if log_dir not in manager.log_dirs:
@@ -56,11 +56,11 @@ def alter(topic: str, index: int, path: str, ctx: BrokerContext) -> ErrorCode:
     if replicas.is_offline(topic, index):
         return ErrorCode.KAFKA_STORAGE_ERROR
     try:
-        ctx.controller.remember_log_dir(topic, index, log_dir)
+        await ctx.controller.remember_log_dir(topic, index, log_dir)
     except KafkaStorageError as exc:
         log.error("could not remember %s for %s-%d: %s", log_dir, topic, index, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR
-    state = ctx.controller.topics().get(topic)
+    state = ctx.metadata.topic(topic)
     if state is not None and index in state.partitions:
         return ErrorCode.REPLICA_NOT_AVAILABLE
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -12,22 +12,9 @@ from protocol.errors import ErrorCode
 API_KEY = 37
 
 
-def _create(topic: Any, validate_only: bool, ctx: BrokerContext) -> tuple[ErrorCode, str | None]:
-    state = ctx.controller.topics().get(topic.name)
-    if state is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic.name}' does not exist."
-    current = len(state.partitions)
-    if topic.assignments is not None:
-        if len(topic.assignments) != topic.count - current:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
-                f"Increasing the number of partitions by {topic.count - current} but {len(topic.assignments)} "
-                "assignments provided.")
-        for assignment in topic.assignments:
-            if list(assignment.broker_ids) != [ctx.broker_id]:
-                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
-                    f"Replica assignment {list(assignment.broker_ids)} names brokers other than the only "
-                    f"broker {ctx.broker_id}")
-    return ctx.controller.create_partitions(topic.name, topic.count, validate_only)
+async def _create(topic: Any, validate_only: bool, ctx: BrokerContext) -> tuple[ErrorCode, str | None]:
+    assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+    return await ctx.controller.create_partitions(topic.name, topic.count, validate_only, assignment)
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
@@ -38,6 +25,6 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         if counts[topic.name] > 1:
             error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic in the request"
         else:
-            error, message = _create(topic, body.validate_only, ctx)
+            error, message = await _create(topic, body.validate_only, ctx)
         results.append({"name": topic.name, "error_code": error, "error_message": message})
     return {"throttle_time_ms": 0, "results": results}

@@ -22,29 +22,25 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
             results.append({"name": creatable.name, "error_code": ErrorCode.INVALID_REQUEST,
                             "error_message": "Create topics request from client contains a duplicate topic name"})
             continue
-        results.append(_create(creatable, body.validate_only, ctx))
+        results.append(await _create(creatable, body.validate_only, ctx))
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def _create(creatable: Any, validate_only: bool, ctx: BrokerContext) -> dict[str, Any]:
+async def _create(creatable: Any, validate_only: bool, ctx: BrokerContext) -> dict[str, Any]:
     num_partitions, replication_factor = creatable.num_partitions, creatable.replication_factor
+    assignment: dict[int, list[int]] | None = None
     if creatable.assignments:
         if num_partitions != -1 or replication_factor != -1:
             return {"name": creatable.name, "error_code": ErrorCode.INVALID_REQUEST,
                     "error_message": "Both numPartitions or replicationFactor and replicasAssignments were set. "
                                      "Both cannot be used at the same time."}
-        indexes = sorted(a.partition_index for a in creatable.assignments)
-        if indexes != list(range(len(indexes))):
+        assignment = {a.partition_index: list(a.broker_ids) for a in creatable.assignments}
+        if sorted(assignment) != list(range(len(creatable.assignments))):
             return {"name": creatable.name, "error_code": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     "error_message": "Partitions should be a consecutive 0-based integer sequence"}
-        for assignment in creatable.assignments:
-            if list(assignment.broker_ids) != [ctx.broker_id]:
-                return {"name": creatable.name, "error_code": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        "error_message": f"Replica assignment {list(assignment.broker_ids)} names brokers other "
-                                         f"than the only broker {ctx.broker_id}"}
-        num_partitions, replication_factor = len(indexes), 1
     configs = {c.name: c.value for c in creatable.configs}
-    result = ctx.controller.create_topic(creatable.name, num_partitions, replication_factor, configs, validate_only)
+    result = await ctx.controller.create_topic(creatable.name, num_partitions, replication_factor, configs,
+                                               validate_only, assignment)
     response: dict[str, Any] = {"name": creatable.name, "error_code": result.error, "error_message": result.message}
     topic = result.topic
     if topic is not None:

@@ -14,14 +14,14 @@ API_KEY = 20
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _delete(name: str | None, topic_id: uuid.UUID, ctx: BrokerContext) -> dict[str, Any]:
+async def _delete(name: str | None, topic_id: uuid.UUID, ctx: BrokerContext) -> dict[str, Any]:
     if name is None:
-        state = ctx.controller.topic_by_id(topic_id)
+        state = ctx.metadata.topic_by_id(topic_id)
         if state is None:
             return {"name": None, "topic_id": topic_id, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
                     "error_message": f"Topic id {topic_id} does not exist"}
         name = state.name
-    error, message = ctx.controller.delete_topic(name)
+    error, message = await ctx.controller.delete_topic(name)
     if error == ErrorCode.NONE:
         ctx.groups.on_topic_deleted(name)
     return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
@@ -46,5 +46,5 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
             responses.append({"name": None, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
                               "error_message": "Neither a topic name nor a topic id"})
         else:
-            responses.append(_delete(name, topic_id, ctx))
+            responses.append(await _delete(name, topic_id, ctx))
     return {"throttle_time_ms": 0, "responses": responses}

@@ -23,6 +23,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         "error_message": None,
         "endpoint_type": BROKERS_ENDPOINT,
         "cluster_id": ctx.controller.cluster_id,
-        "controller_id": ctx.broker_id,
-        "brokers": [{"broker_id": ctx.broker_id, "host": ctx.host, "port": ctx.port, "rack": None, "is_fenced": False}],
+        "controller_id": ctx.metadata.controller_id,
+        "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
+                    for b in ctx.metadata.brokers(ctx.listener_name).values()],
     }

@@ -26,12 +26,12 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name,
                                   "configs": []}
         if resource.resource_type == TOPIC_RESOURCE:
-            topic = ctx.controller.topics().get(resource.resource_name)
-            if topic is None:
+            topic_configs = await ctx.controller.topic_configs(resource.resource_name)
+            if topic_configs is None:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               error_message=f"Topic {resource.resource_name} does not exist")
             else:
-                result["configs"] = [_topic_entry(key, topic.configs, ctx, include_synonyms)
+                result["configs"] = [_topic_entry(key, topic_configs, ctx, include_synonyms)
                                      for key in TOPIC_CONFIGS if keys is None or key in keys]
         elif resource.resource_type == BROKER_RESOURCE:
             if resource.resource_name not in ("", str(ctx.broker_id)):

@@ -19,12 +19,12 @@ API_KEY = 1
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     by_id = request.api_version >= 13
-    controller = ctx.controller
+    replica_id = body.replica_id if request.api_version <= 14 else body.replica_state.replica_id
     wanted: list[FetchRequestPartition] = []
     layout: list[tuple[Any, str | None, list[tuple[int, int | None]]]] = []
     for topic in body.topics:
         if by_id:
-            state = controller.topic_by_id(topic.topic_id)
+            state = ctx.metadata.topic_by_id(topic.topic_id)
             name = state.name if state is not None else None
         else:
             name = topic.topic
@@ -35,7 +35,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 continue
             slots.append((p.partition, len(wanted)))
             wanted.append(FetchRequestPartition(name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                                p.current_leader_epoch))
+                                                p.current_leader_epoch, replica_id))
         layout.append((topic, name, slots))
     max_bytes = min(body.max_bytes, ctx.config["fetch.max.bytes"])
     results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes)

@@ -1,9 +1,12 @@
-"""FindCoordinator: this broker coordinates every group (embedded mode); transactions are not served."""
+"""FindCoordinator: a group's coordinator is the leader of its __consumer_offsets partition;
+transactions are not served."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.server.context import BrokerContext
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -11,24 +14,43 @@ from protocol.errors import ErrorCode
 API_KEY = 10
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+log = logging.getLogger(__name__)
+
+
+async def ensure_offsets_topic(ctx: BrokerContext) -> None:
+    """Create __consumer_offsets on first use, as Kafka does."""
+    if ctx.metadata.topic(OFFSETS_TOPIC) is None:
+        result = await ctx.controller.create_internal_topic(OFFSETS_TOPIC)
+        if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            log.error("could not create %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
 
 
 def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
+    node = None
     if key_type == GROUP_KEY_TYPE:
-        error = ctx.groups.partition_error(key, create=True)
-        message = None if error == ErrorCode.NONE else "the group's __consumer_offsets partition is unavailable"
+        error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's __consumer_offsets partition is unavailable"
+        state = ctx.metadata.partition(OFFSETS_TOPIC, ctx.groups.partition_for(key))
+        if state is not None and state.available:
+            node = ctx.metadata.broker(state.leader, ctx.listener_name)
+        if node is not None:
+            # The leader loads the group now; any other broker answers with the leader's address.
+            error = ErrorCode.NONE if node.broker_id != ctx.broker_id else ctx.groups.partition_error(key)
+            if error == ErrorCode.NONE:
+                message = None
     elif key_type == TRANSACTION_KEY_TYPE:
         error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
-    if error != ErrorCode.NONE:
+    if error != ErrorCode.NONE or node is None:
         return {"key": key, "error_code": error, "error_message": message, "node_id": -1, "host": "", "port": -1}
-    return {"key": key, "error_code": ErrorCode.NONE, "error_message": None, "node_id": ctx.broker_id,
-            "host": ctx.host, "port": ctx.port}
+    return {"key": key, "error_code": ErrorCode.NONE, "error_message": None, "node_id": node.broker_id,
+            "host": node.host, "port": node.port}
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
+    if body.key_type == GROUP_KEY_TYPE:
+        await ensure_offsets_topic(ctx)
     if request.api_version >= 4:
         return {"throttle_time_ms": 0,
                 "coordinators": [_lookup(key, body.key_type, ctx) for key in body.coordinator_keys]}

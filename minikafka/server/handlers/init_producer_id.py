@@ -24,7 +24,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                     request.body.transactional_id)
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
     try:
-        producer_id = ctx.controller.next_producer_id()
+        producer_id = await ctx.controller.next_producer_id()
     except KafkaStorageError:
         return {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}

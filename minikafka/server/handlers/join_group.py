@@ -6,6 +6,7 @@ from typing import Any
 
 from minikafka.group.coordinator import JoinRequest
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 
 API_KEY = 11
@@ -30,6 +31,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         require_known_member_id=version >= 4,
         reason=body.reason,
     )
+    await ensure_offsets_topic(ctx)
     response = await ctx.groups.join_group(join)
     if version < 7 and response["protocol_name"] is None:
         response["protocol_name"] = ""  # nullable only from v7

@@ -6,6 +6,7 @@ from typing import Any
 
 from minikafka.group.coordinator import CommitEntry
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -16,12 +17,12 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     version = request.api_version
     by_id = version >= 10
-    topics = ctx.controller.topics()
+    topics = ctx.metadata.topics()
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitEntry] = {}
     layout = []
     for topic in body.topics:
-        state = ctx.controller.topic_by_id(topic.topic_id) if by_id else topics.get(topic.name)
+        state = ctx.metadata.topic_by_id(topic.topic_id) if by_id else topics.get(topic.name)
         name = state.name if state is not None else (None if by_id else topic.name)
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         slots = []
@@ -34,6 +35,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 wanted[key] = CommitEntry(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
         layout.append((topic, slots))
     if wanted:
+        await ensure_offsets_topic(ctx)
         errors.update(ctx.groups.commit_offsets(
             body.group_id, body.generation_id_or_member_epoch, body.member_id, body.group_instance_id, wanted,
             retention_ms=body.retention_time_ms if 2 <= version <= 4 else -1,

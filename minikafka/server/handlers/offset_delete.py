@@ -13,7 +13,7 @@ API_KEY = 47
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
-    known = ctx.controller.topics()
+    known = ctx.metadata.topics()
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions
               if t.name in known and p.partition_index in known[t.name].partitions]
     error, results = ctx.groups.delete_offsets(body.group_id, wanted)

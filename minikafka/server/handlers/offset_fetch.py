@@ -22,13 +22,12 @@ def _partition(index: int, committed: Any, error: ErrorCode = ErrorCode.NONE) ->
 
 def _fetch_group(group_id: str, topics: Any, by_id: bool, ctx: BrokerContext) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """(group error, topics of the response) for one group; `topics` None means every committed one."""
-    controller = ctx.controller
     if topics is None:
         error, committed = ctx.groups.fetch_offsets(group_id, None)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (name, index), om in sorted(committed.items()):
             by_topic.setdefault(name, []).append(_partition(index, om))
-        known = controller.topics()
+        known = ctx.metadata.topics()
         result = []
         for name, partitions in by_topic.items():
             if by_id:
@@ -43,7 +42,7 @@ def _fetch_group(group_id: str, topics: Any, by_id: bool, ctx: BrokerContext) ->
     wanted: list[tuple[str, int]] = []
     for topic in topics:
         if by_id:
-            state = controller.topic_by_id(topic.topic_id)
+            state = ctx.metadata.topic_by_id(topic.topic_id)
             name = state.name if state is not None else None
         else:
             name = topic.name

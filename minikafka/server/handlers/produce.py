@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from minikafka.replica.replica_manager import ProduceResult, now_ms
@@ -20,9 +22,11 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     acks = body.acks
     now = now_ms()
     responses = []
+    replicating: list[Awaitable[None]] = []
+    layout: list[tuple[Any, list[tuple[int, ProduceResult]]]] = []
     for topic_data in body.topic_data:
-        name = _topic_name(topic_data, by_id, ctx)
-        partitions = []
+        name = await _topic_name(topic_data, by_id, ctx)
+        partitions: list[tuple[int, ProduceResult]] = []
         for data in topic_data.partition_data:
             if acks not in (-1, 0, 1):
                 result = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
@@ -32,32 +36,38 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
             elif name is None:
                 result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
-                result = ctx.replica_manager.append(name, data.index, data.records, now)
+                result = ctx.replica_manager.append(name, data.index, data.records, now, acks=acks)
                 if result.error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     log.info("produce to %s-%d refused: %s %s", name, data.index, result.error.name,
                              result.error_message or "")
-            partitions.append({
-                "index": data.index,
-                "error_code": result.error,
-                "base_offset": result.base_offset,
-                "log_append_time_ms": result.log_append_time_ms,
-                "log_start_offset": result.log_start_offset,
-                "error_message": result.error_message,
-            })
-        responses.append({"name": topic_data.get("name"), "topic_id": topic_data.get("topic_id"),
-                          "partition_responses": partitions})
+                elif result.error == ErrorCode.NONE and acks == -1:
+                    replicating.append(ctx.replica_manager.wait_for_replication(name, data.index, result,
+                                                                                body.timeout_ms))
+            partitions.append((data.index, result))
+        layout.append((topic_data, partitions))
+    if replicating:
+        await asyncio.gather(*replicating)
     if acks == 0:
         return None
+    for topic_data, partitions in layout:
+        responses.append({"name": topic_data.get("name"), "topic_id": topic_data.get("topic_id"),
+                          "partition_responses": [{
+                              "index": index,
+                              "error_code": result.error,
+                              "base_offset": result.base_offset if result.error == ErrorCode.NONE else -1,
+                              "log_append_time_ms": result.log_append_time_ms,
+                              "log_start_offset": result.log_start_offset,
+                              "error_message": result.error_message,
+                          } for index, result in partitions]})
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _topic_name(topic_data: Any, by_id: bool, ctx: BrokerContext) -> str | None:
+async def _topic_name(topic_data: Any, by_id: bool, ctx: BrokerContext) -> str | None:
     """The topic's name; auto-creates a topic named by a v0-12 request when the broker allows it."""
-    controller = ctx.controller
     if by_id:
-        topic = controller.topic_by_id(topic_data.topic_id)
+        topic = ctx.metadata.topic_by_id(topic_data.topic_id)
         return topic.name if topic is not None else None
     name = topic_data.name
-    if name not in controller.topics() and ctx.config["auto.create.topics.enable"]:
-        controller.auto_create_topic(name)
+    if ctx.metadata.topic(name) is None and ctx.config["auto.create.topics.enable"]:
+        await ctx.controller.auto_create_topic(name)
     return name

@@ -68,9 +68,6 @@ class MemoryStore:
         self.offline: set[int] = set()
         self.rewrites = 0
 
-    def ensure_exists(self) -> bool:
-        return True
-
     def status(self, partition: int) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if partition in self.offline else ErrorCode.NONE
 

@@ -47,10 +47,16 @@ class Stack:
         self.replica_manager.internal_topics = INTERNAL_TOPICS
         self.controller = EmbeddedController(self.config, self.store, self.replica_manager)
         self.controller.startup()
-        self.topic = OffsetsTopic(self.replica_manager, self.controller)
+        self.topic = OffsetsTopic(self.replica_manager, self.controller.metadata, PARTITIONS)
         self.scheduler = ManualScheduler()
         self.coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), self.topic, self.scheduler)
         self.coordinator.load()
+
+    def partition_error(self, group: str) -> ErrorCode:
+        """What FindCoordinator does: create the offsets topic on first use, then ask."""
+        if not self.topic.exists:
+            self.controller.create_internal_topic_now(OFFSETS_TOPIC)
+        return self.coordinator.partition_error(group)
 
     def close(self) -> None:
         self.coordinator.shutdown()
@@ -67,7 +73,7 @@ def test_topic_created_on_first_use_and_records_in_kafkas_format(tmp_path: Path)
     stack = Stack(tmp_path)
     try:
         assert OFFSETS_TOPIC not in stack.controller.topics()
-        assert stack.coordinator.partition_error("g", create=True) == ErrorCode.NONE
+        assert stack.partition_error("g") == ErrorCode.NONE
         topic = stack.controller.topics()[OFFSETS_TOPIC]
         assert len(topic.partitions) == PARTITIONS
         assert topic.configs["retention.ms"] == "-1"
@@ -97,7 +103,7 @@ async def test_groups_and_offsets_survive_a_restart(tmp_path: Path) -> None:
     stack = Stack(tmp_path, **{"group.initial.rebalance.delay.ms": "0"})
     try:
         coordinator = stack.coordinator
-        assert coordinator.partition_error("g", create=True) == ErrorCode.NONE
+        assert stack.partition_error("g") == ErrorCode.NONE
         joined = await coordinator.join_group(join_request(v4=False))
         member = joined["member_id"]
         await coordinator.sync_group("g", 1, member, None, None, None, [(member, b"assignment")])
@@ -126,7 +132,7 @@ async def test_groups_and_offsets_survive_a_restart(tmp_path: Path) -> None:
 def test_snapshots_bound_the_topic_and_keep_the_state(tmp_path: Path) -> None:
     stack = Stack(tmp_path, min_dirty=50, **{"offsets.topic.segment.bytes": "4096"})
     try:
-        assert stack.coordinator.partition_error("busy", create=True) == ErrorCode.NONE
+        assert stack.partition_error("busy") == ErrorCode.NONE
         partition = stack.coordinator.partition_for("busy")
         for i in range(3000):
             _commit(stack, "busy", {("t", i % 20): i})

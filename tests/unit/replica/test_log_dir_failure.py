@@ -64,7 +64,7 @@ class Node:
         self.halted += 1
 
     def create_topic(self, name: str, partitions: int) -> None:
-        result = self.controller.create_topic(name, partitions, 1, {})
+        result = self.controller.create_topic_now(name, partitions, 1, {})
         assert result.error == ErrorCode.NONE, result
 
     def placement(self, topic: str) -> dict[int, str]:
@@ -175,14 +175,11 @@ def test_controller_records_no_leader_and_a_new_epoch_and_metadata_shows_it(node
     reloaded.load(refresh=False)
     for p, state in reloaded.topics()["t"].partitions.items():
         if p in doomed:
-            assert (state.leader, state.leader_epoch, state.isr) == (NO_LEADER, epochs[p] + 1, [BROKER])
+            assert (state.leader, state.leader_epoch, state.isr) == (NO_LEADER, epochs[p] + 1, (BROKER,))
         else:
             assert (state.leader, state.leader_epoch) == (BROKER, epochs[p])
 
-    def offline(topic: str, index: int) -> list[int]:
-        return [BROKER] if node.replica_manager.is_offline(topic, index) else []
-
-    described = describe_topic(node.store.topics()["t"], offline)
+    described = describe_topic(node.controller.metadata.topic("t"))
     for partition in described["partitions"]:
         if partition["partition_index"] in doomed:
             assert partition["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE

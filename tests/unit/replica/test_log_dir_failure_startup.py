@@ -4,6 +4,7 @@ metadata survives the loss of any one dir."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import io
@@ -161,9 +162,8 @@ def test_a_crash_before_a_new_replica_was_created_creates_it_at_restart(dirs: li
     topic = node.store.topics()["t"]
     node.close()
     # As if the broker died between recording the topic and creating its logs.
-    for state in topic.partitions.values():
-        state.new_replicas = [BROKER]
-    node.store.put_topic(topic)
+    node.store.put_topic(dataclasses.replace(topic, partitions={
+        p: dataclasses.replace(state, new_replicas=(BROKER,)) for p, state in topic.partitions.items()}))
     for d in dirs:
         for name in os.listdir(d):
             if name.startswith("t-"):
@@ -172,7 +172,7 @@ def test_a_crash_before_a_new_replica_was_created_creates_it_at_restart(dirs: li
     try:
         assert again.replica_manager.offline_partitions == {}
         assert again.produce("t", 0) == ErrorCode.NONE
-        assert all(s.new_replicas == [] for s in again.store.topics()["t"].partitions.values())
+        assert all(s.new_replicas == () for s in again.store.topics()["t"].partitions.values())
     finally:
         again.close()
 
@@ -217,7 +217,7 @@ def test_recreate_refuses_a_replica_that_still_has_its_data(dirs: list[str]) -> 
     assert "its data is in" in out.getvalue()
     store = LocalMetadataStore(dirs, LogDirFailureChannel())
     store.load(refresh=False)
-    assert store.topics()["t"].partitions[0].new_replicas == []
+    assert store.topics()["t"].partitions[0].new_replicas == ()
 
 
 def test_recreate_refuses_unknown_partitions_and_bad_names(dirs: list[str]) -> None:
