@@ -46,6 +46,10 @@ _CLASSES = {
 }
 
 
+def has_message_class(api_name: str) -> bool:
+    return api_name + "Request" in _CLASSES
+
+
 def message_class(api_name: str, request: bool) -> Any:
     return _CLASSES[api_name + ("Request" if request else "Response")]
 
