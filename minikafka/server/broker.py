@@ -7,26 +7,34 @@ background tasks) and a clean stop (flush, checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import logging
 import os
 import socket
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import prometheus_client
 
-from minikafka.config import BrokerConfig
+from minikafka.config import BrokerConfig, parse_listener
+from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
 from minikafka.controller.topics import INTERNAL_TOPICS
+from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.metadata_cache import MetadataCache
+from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
+from minikafka.server.cluster_membership import ClusterMembership
 from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
+from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
 from minikafka.storage.errors import (
     InconsistentMetadataError,
@@ -37,6 +45,7 @@ from minikafka.storage.errors import (
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager, check_log_dirs
 from minikafka.topic_config import log_config_for
+from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, ZooKeeperUnavailable
 from protocol import Request
 
 log = logging.getLogger(__name__)
@@ -50,24 +59,28 @@ class Broker:
     """One broker process. Runs on one asyncio event loop; nothing here is thread-safe."""
 
     def __init__(self, config: BrokerConfig) -> None:
-        if not config.embedded:
-            raise BrokerStartupError("cluster mode (zookeeper.connect) is not available yet; remove zookeeper.connect")
         self.config = config
         self.failure_channel = LogDirFailureChannel()
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
-        self._server_socket: socket.socket | None = None
+        self.listeners = listener_specs(config)
+        self.inter_broker_listener = inter_broker_listener(config, self.listeners)
+        self._server_sockets: dict[str, socket.socket] = {}
         self._connections: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._metrics_server: Any = None
+        self.membership: ClusterMembership | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
         self.port = 0
-        self.listener_name = config.values["listeners"][0].partition("://")[0] if "://" in config.values["listeners"][0] \
-            else "PLAINTEXT"
 
     async def start(self) -> None:
         self._create_dirs()
-        self.store = LocalMetadataStore(self.log_dirs, self.failure_channel, self.config["cluster.id"])
-        self.store.load()
-        self.log_manager = LogManager(self.log_dirs, self.config.broker_id, self.store.cluster_id,
+        if self.config.embedded:
+            self.store = LocalMetadataStore(self.log_dirs, self.failure_channel, self.config["cluster.id"])
+            self.store.load()
+            cluster_id = self.store.cluster_id
+        else:
+            cluster_id = await self._connect_zookeeper()
+        self.log_manager = LogManager(self.log_dirs, self.config.broker_id, cluster_id,
                                       log_config_for({}, self.config), self.failure_channel,
                                       min_free_bytes=self.config["log.dir.min.free.bytes"])
         try:
@@ -75,13 +88,17 @@ class Broker:
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
         self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
-        self.metadata = MetadataCache(self.store.cluster_id)
-        self.controller = EmbeddedController(self.config, self.store, self.replica_manager, self.metadata)
-        self.controller.startup()
+        self.metadata = MetadataCache(cluster_id)
+        self.replica_manager.internal_topics = INTERNAL_TOPICS
+        self.replica_manager.metadata = self.metadata
+        if self.config.embedded:
+            self.controller: ClusterControl = self._start_embedded_controller()
+        else:
+            self.controller = ZkClusterAdmin(self.config, self.zk, self.metadata, self._apply_broker_configs_soon)
         self.mover = self._create_mover()
         self.dir_failures = LogDirFailureHandler(
             self.log_manager, self.replica_manager, self.failure_channel,
-            on_replicas_offline=self.controller.replicas_offline,
+            on_replicas_offline=self._replicas_offline,
             on_no_live_dir=_halt,
             cancel_moves=self.mover.cancel_moves_involving,
             check_interval_ms=self.config["log.dir.check.interval.ms"],
@@ -91,11 +108,20 @@ class Broker:
         self.mover.start()
         self.group_coordinator = self._start_group_coordinator()
         self._listen()
-        host, port = self.config.advertised_listener(self.port)
-        self.controller.serving_on({self.listener_name: (host, port)})
-        self.context = BrokerContext(self.config, self.controller, self.metadata, self.replica_manager,
-                                     self.log_manager, host, port, frozenset(HANDLERS), groups=self.group_coordinator,
-                                     mover=self.mover)
+        advertised = self._advertised()
+        host, port = advertised[self.listeners[0].name][:2]
+        commands = None
+        if isinstance(self.controller, EmbeddedController):
+            self.controller.serving_on({name: (h, p) for name, (h, p, _) in advertised.items()})
+        else:
+            commands = await self._join_cluster(advertised)
+        handled = frozenset(HANDLERS) if commands is not None else frozenset(HANDLERS) - CLUSTER_ONLY_APIS
+        self.context = BrokerContext(
+            self.config, self.controller, self.metadata, self.replica_manager, self.log_manager, host, port, handled,
+            groups=self.group_coordinator, mover=self.mover, commands=commands,
+            inter_broker_listener=self.inter_broker_listener,
+            broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1,
+            cluster_controller=self.membership.controller if self.membership is not None else None)
         self._start_metrics()
         loop = asyncio.get_running_loop()
         self._background = [
@@ -105,10 +131,65 @@ class Broker:
                                          lambda: self.log_manager.run_retention(now_ms()))),
             loop.create_task(self._every(self.config["offsets.retention.check.interval.ms"],
                                          self.group_coordinator.expire_offsets)),
-            loop.create_task(self._accept_loop()),
+            *(loop.create_task(self._accept_loop(name)) for name in self._server_sockets),
         ]
-        log.info("minikafka broker %d (cluster %s) serving on %s:%d with log dirs %s",
-                 self.config.broker_id, self.store.cluster_id, host, self.port, ", ".join(self.log_dirs))
+        if commands is not None:
+            lag = self.config["replica.lag.time.max.ms"]
+            self._background.append(loop.create_task(self._every(
+                max(lag // 2, 1), lambda: self.replica_manager.shrink_isrs(now_ms(), lag))))
+        log.info("minikafka broker %d (cluster %s%s) serving on %s with log dirs %s", self.config.broker_id,
+                 cluster_id, "" if self.config.embedded else f", ZooKeeper {self.config['zookeeper.connect']}",
+                 ", ".join(f"{name}://{h}:{p}" for name, (h, p, _) in advertised.items()), ", ".join(self.log_dirs))
+
+    def _start_embedded_controller(self) -> EmbeddedController:
+        controller = EmbeddedController(self.config, self.store, self.replica_manager, self.metadata)
+        controller.startup()
+        return controller
+
+    async def _connect_zookeeper(self) -> str:
+        """Connect to ZooKeeper (a clear error after zookeeper.connection.timeout.ms) and read, or
+        create, the cluster id."""
+        session = self.config["zookeeper.session.timeout.ms"]
+        self.zk = KafkaZk(self.config["zookeeper.connect"], session,
+                          self.config["zookeeper.connection.timeout.ms"] or session)
+        try:
+            await self.zk.start()
+            return await self.zk.cluster_id(self.config["cluster.id"] or new_cluster_id())
+        except ZooKeeperUnavailable as exc:
+            raise BrokerStartupError(str(exc)) from None
+
+    async def _join_cluster(self, advertised: dict[str, tuple[str, int, str]]) -> ControllerCommands:
+        """Register in ZooKeeper, stand for controller, and take the controller's commands."""
+        config = self.config
+        inter = self.inter_broker_listener
+
+        def endpoint_of(broker: int) -> tuple[str, int] | None:
+            found = self.metadata.broker(broker, inter)
+            return None if found is None else (found.host, found.port)
+
+        self.fetchers = ReplicaFetcherManager(self.replica_manager, endpoint_of, FetcherConfig(
+            broker_id=config.broker_id, fetch_max_wait_ms=config["replica.fetch.wait.max.ms"],
+            fetch_min_bytes=config["replica.fetch.min.bytes"], partition_max_bytes=config["replica.fetch.max.bytes"],
+            response_max_bytes=config["replica.fetch.response.max.bytes"],
+            backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"]))
+        registration = BrokerRegistration(config.broker_id, advertised)
+        self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter)
+        self.membership.controller_endpoint = lambda: endpoint_of(self.metadata.controller_id)
+        commands = ControllerCommands(config, self.replica_manager, self.fetchers, self.metadata,
+                                      self.group_coordinator, self.membership.topic_configs)
+        try:
+            await self.membership.start()
+        except BrokerIdTaken as exc:
+            raise BrokerStartupError(str(exc)) from None
+        return commands
+
+    def _apply_broker_configs_soon(self) -> None:
+        if self.membership is not None:
+            self.membership.apply_broker_configs_soon()
+
+    def _replicas_offline(self, partitions: list[tuple[str, int]]) -> None:
+        if isinstance(self.controller, EmbeddedController):
+            self.controller.replicas_offline(partitions)
 
     def _create_mover(self) -> LogDirMover:
         """The movers of replicas between log dirs, their throttle following the dynamic config."""
@@ -127,9 +208,8 @@ class Broker:
                 f"{log_dir}: {why}" for log_dir, why in bad.items()))
 
     def _start_group_coordinator(self) -> GroupCoordinator:
-        """The coordinator of every group, loaded from __consumer_offsets before clients connect."""
-        self.replica_manager.internal_topics = INTERNAL_TOPICS
-        self.replica_manager.metadata = self.metadata
+        """The coordinator of the groups of the __consumer_offsets partitions this broker leads,
+        loaded before clients connect."""
         store = OffsetsTopic(self.replica_manager, self.metadata, self.config["offsets.topic.num.partitions"])
         coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler())
         coordinator.load()
@@ -138,18 +218,31 @@ class Broker:
         return coordinator
 
     def _listen(self) -> None:
-        host, port = self.config.listener()
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host or "0.0.0.0", port))
-        except OSError as exc:
-            sock.close()
-            raise BrokerStartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-        sock.listen(1024)
-        sock.setblocking(False)
-        self._server_socket = sock
-        self.port = sock.getsockname()[1]
+        for spec in self.listeners:
+            sock = socket.socket(socket.AF_INET6 if ":" in spec.host else socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((spec.host or "0.0.0.0", spec.port))
+            except OSError as exc:
+                sock.close()
+                for opened in self._server_sockets.values():
+                    opened.close()
+                raise BrokerStartupError(f"cannot listen on {spec.name}://{spec.host}:{spec.port}: "
+                                         f"{exc.strerror}") from None
+            sock.listen(1024)
+            sock.setblocking(False)
+            self._server_sockets[spec.name] = sock
+        self.port = self._server_sockets[self.listeners[0].name].getsockname()[1]
+
+    def _advertised(self) -> dict[str, tuple[str, int, str]]:
+        """listener name -> (host, port, security protocol) given to clients and other brokers."""
+        given = {spec.name: spec for spec in listener_specs(self.config, "advertised.listeners")}
+        found = {}
+        for spec in self.listeners:
+            chosen = given.get(spec.name, spec)
+            port = chosen.port or self._server_sockets[spec.name].getsockname()[1]
+            found[spec.name] = (chosen.host or "127.0.0.1", port, spec.security_protocol)
+        return found
 
     def _start_metrics(self) -> None:
         port = self.config["metrics.port"]
@@ -160,26 +253,26 @@ class Broker:
         except OSError as exc:
             raise BrokerStartupError(f"cannot serve metrics on port {port}: {exc.strerror}") from None
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, listener: str) -> None:
         loop = asyncio.get_running_loop()
-        assert self._server_socket is not None
+        server = self._server_sockets[listener]
         while True:
-            client, address = await loop.sock_accept(self._server_socket)
+            client, address = await loop.sock_accept(server)
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(client, f"{address[0]}:{address[1]}", self._dispatcher_for(address[0]),
+            connection = Connection(client, f"{address[0]}:{address[1]}", self._dispatcher_for(address[0], listener),
                                     self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
             task = loop.create_task(connection.serve())
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
-    def _dispatcher_for(self, client_host: str) -> Any:
-        """A dispatch function whose handlers see the connection's client address."""
-        context = dataclasses.replace(self.context, client_host=client_host, listener_name=self.listener_name)
+    def _dispatcher_for(self, client_host: str, listener: str) -> Any:
+        """A dispatch function whose handlers see the connection's client address and listener."""
+        context = dataclasses.replace(self.context, client_host=client_host, listener_name=listener)
 
         def dispatch(request: Request) -> Any:
             handler = HANDLERS.get(request.api_key)
-            if handler is None:
+            if handler is None or request.api_key not in context.handled_apis:
                 raise UnhandledApi(f"api key {request.api_key} is not served by this broker")
             return handler(request, context)
 
@@ -195,20 +288,64 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.broker_id)
+        if self.membership is not None:
+            await self.membership.controlled_shutdown()
         for task in self._background:
             task.cancel()
-        if self._server_socket is not None:
-            self._server_socket.close()
+        for sock in self._server_sockets.values():
+            sock.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
         self.group_coordinator.shutdown()
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
+        if self.membership is not None:
+            await self.membership.stop()
         await self.dir_failures.stop()
         await self.mover.stop()
         self.log_manager.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
         log.info("broker %d stopped cleanly", self.config.broker_id)
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+
+
+_STANDARD_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The controller's requests: a cluster broker serves them, an embedded one has no controller but itself.
+CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7})
+
+
+def listener_specs(config: BrokerConfig, key: str = "listeners") -> list[ListenerSpec]:
+    """``NAME://host:port`` entries of ``key``; the name's security protocol is its own name
+    for Kafka's standard names, else what listener.security.protocol.map says."""
+    mapping = dict(item.split(":", 1) for item in config.values.get("listener.security.protocol.map", "").split(",")
+                   if ":" in item) if isinstance(config.values.get("listener.security.protocol.map"), str) else {}
+    specs = []
+    for text in config.values[key]:
+        name = text.partition("://")[0].upper() if "://" in text else "PLAINTEXT"
+        host, port = parse_listener(text)
+        specs.append(ListenerSpec(name, mapping.get(name, name if name in _STANDARD_PROTOCOLS else "PLAINTEXT"),
+                                  host, port))
+    return specs
+
+
+def inter_broker_listener(config: BrokerConfig, listeners: list[ListenerSpec]) -> str:
+    named = config.values.get("inter.broker.listener.name")
+    if named:
+        return str(named)
+    return next((spec.name for spec in listeners if spec.name == "PLAINTEXT"), listeners[0].name)
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _halt() -> None:

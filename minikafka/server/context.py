@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from minikafka.config import BrokerConfig
 from minikafka.controller.api import ClusterControl
+from minikafka.controller.zk_controller import ZkController
 from minikafka.group.coordinator import GroupCoordinator
 from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.server.controller_commands import ControllerCommands
 from minikafka.storage.log_manager import LogManager
 
 
@@ -30,7 +33,13 @@ class BrokerContext:
     client_host: str = field(default="", kw_only=True)
     # The listener that connection came in on: clients are given the brokers' addresses on it.
     listener_name: str = field(default="PLAINTEXT", kw_only=True)
-
+    # Cluster mode only: what the controller's requests change, the listener they must come on,
+    # and this broker's epoch (the zxid of its ZooKeeper registration) they must name.
+    commands: ControllerCommands | None = field(default=None, kw_only=True)
+    inter_broker_listener: str = field(default="PLAINTEXT", kw_only=True)
+    broker_epoch: Callable[[], int] = field(default=lambda: -1, kw_only=True)
+    # Cluster mode only: this broker's controller, active when ZooKeeper elected it.
+    cluster_controller: ZkController | None = field(default=None, kw_only=True)
 
     @property
     def broker_id(self) -> int:

@@ -1,0 +1,110 @@
+"""The controller's connections to the brokers: LeaderAndIsr, UpdateMetadata, StopReplica.
+
+``ControllerChannels`` owns one ``BrokerChannel`` per live broker. A channel sends its
+requests in order, one at a time, and retries a request until the broker answers or leaves
+(a broker that is restarting gets what it missed when it registers again, from the
+controller's broker-change handling). Requests are built when they are sent, so they carry
+the controller epoch and the broker epoch of that moment. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from minikafka.net.client import BrokerClient, BrokerUnreachable
+from protocol import Message
+
+log = logging.getLogger(__name__)
+
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+# The newest versions of Kafka's ZooKeeper mode (the ones after them are KRaft's).
+VERSIONS = {LEADER_AND_ISR: 6, STOP_REPLICA: 3, UPDATE_METADATA: 7}
+NAMES = {LEADER_AND_ISR: "LeaderAndIsr", STOP_REPLICA: "StopReplica", UPDATE_METADATA: "UpdateMetadata"}
+RETRY_BACKOFF_S = 0.2
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass
+class _Pending:
+    api_key: int
+    body: dict[str, Any]
+    on_response: Callable[[Message], None] | None
+
+
+class BrokerChannel:
+    def __init__(self, broker_id: int, broker_epoch: int, address: tuple[str, int], controller_id: int) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.client = BrokerClient(*address, client_id=f"controller-{controller_id}")
+        self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-channel-{broker_id}")
+
+    async def _run(self) -> None:
+        while True:
+            pending = await self.queue.get()
+            try:
+                await self._send(pending)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a request that cannot even be built: a bug, never a reason to stop
+                log.exception("could not send %s to broker %d", NAMES[pending.api_key], self.broker_id)
+
+    async def _send(self, pending: _Pending) -> None:
+        body = {**pending.body, "broker_epoch": self.broker_epoch}
+        attempts = 0
+        while True:
+            try:
+                response = await self.client.request(pending.api_key, VERSIONS[pending.api_key], body,
+                                                     REQUEST_TIMEOUT_S)
+                break
+            except BrokerUnreachable as exc:
+                attempts += 1
+                if attempts == 1 or attempts % 50 == 0:
+                    log.warning("%s to broker %d failed (%s); retrying", NAMES[pending.api_key], self.broker_id, exc)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        if response.error_code:
+            log.warning("broker %d answered %s with error %d", self.broker_id, NAMES[pending.api_key],
+                        response.error_code)
+        if pending.on_response is not None:
+            pending.on_response(response)
+
+    def send(self, api_key: int, body: dict[str, Any], on_response: Callable[[Message], None] | None = None) -> None:
+        self.queue.put_nowait(_Pending(api_key, body, on_response))
+
+    async def close(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        self.client.close()
+
+
+class ControllerChannels:
+    def __init__(self, controller_id: int) -> None:
+        self.controller_id = controller_id
+        self.channels: dict[int, BrokerChannel] = {}
+
+    def add(self, broker_id: int, broker_epoch: int, address: tuple[str, int]) -> None:
+        old = self.channels.get(broker_id)
+        if old is not None and old.broker_epoch == broker_epoch:
+            return
+        if old is not None:
+            asyncio.get_running_loop().create_task(old.close())
+        self.channels[broker_id] = BrokerChannel(broker_id, broker_epoch, address, self.controller_id)
+
+    async def remove(self, broker_id: int) -> None:
+        channel = self.channels.pop(broker_id, None)
+        if channel is not None:
+            await channel.close()
+
+    def send(self, broker_id: int, api_key: int, body: dict[str, Any],
+             on_response: Callable[[Message], None] | None = None) -> None:
+        channel = self.channels.get(broker_id)
+        if channel is not None:
+            channel.send(api_key, body, on_response)
+
+    async def close(self) -> None:
+        for broker_id in list(self.channels):
+            await self.remove(broker_id)

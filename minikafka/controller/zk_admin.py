@@ -1,0 +1,245 @@
+"""Cluster mode's ClusterControl: what a client asks of any broker, written to ZooKeeper.
+
+As Apache Kafka's ZooKeeper-mode brokers did, the broker that receives CreateTopics,
+CreatePartitions, DeleteTopics or a config change validates it and writes it to Kafka's
+znodes (/brokers/topics, /config, /admin/delete_topics); the elected controller watches them
+and carries the change out, and every broker learns the result through UpdateMetadata. Calls
+that a client waits on (CreateTopics, DeleteTopics) return once this broker's metadata shows
+the result, or after a bounded wait. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+
+from kazoo.exceptions import NodeExistsError
+
+from minikafka.config import BrokerConfig, ConfigError
+from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
+from minikafka.controller.embedded import offsets_topic_configs, partition_count_error
+from minikafka.controller.metadata_store import PartitionState, TopicState
+from minikafka.controller.topics import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    assign_replicas,
+    assignment_error,
+    collision_error,
+    topic_name_error,
+)
+from minikafka.metadata_cache import MetadataCache
+from minikafka.topic_config import InvalidTopicConfig, validate_topic_configs
+from minikafka.zk.kafka_zk import KafkaZk, StaleState, TopicAssignment
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+PROPAGATION_WAIT_S = 10.0
+
+
+class ZkClusterAdmin(ClusterControl):
+    def __init__(self, config: BrokerConfig, zk: KafkaZk, metadata: MetadataCache,
+                 apply_broker_configs: Callable[[], None]) -> None:
+        self.config = config
+        self.zk = zk
+        self.metadata = metadata
+        self.broker_id = config.broker_id
+        self._apply_broker_configs = apply_broker_configs
+        self._producer_ids: range = range(0)
+        self._next_producer_index = 0
+        self._producer_id_lock = asyncio.Lock()
+        self.preferred_log_dirs: dict[tuple[str, int], str] = {}
+
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.cluster_id
+
+    @property
+    def max_replication_factor(self) -> int:
+        return len(self.metadata.live_broker_ids())
+
+    async def _live_brokers(self) -> list[int]:
+        # The registrations are the truth; the cache may lag a broker that just started.
+        return sorted(await self.zk.live_brokers())
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, str | None], validate_only: bool = False,
+                           assignment: dict[int, list[int]] | None = None, wait: bool = True) -> CreateTopicResult:
+        reason = topic_name_error(name)
+        if reason is not None:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        existing = await self.zk.topic_names()
+        if name in existing:
+            marked = name in await self.zk.topics_to_delete()
+            return CreateTopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS,
+                                     f"Topic '{name}' is marked for deletion." if marked
+                                     else f"Topic '{name}' already exists.")
+        reason = collision_error(name, existing)
+        if reason is not None:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        live = await self._live_brokers()
+        if assignment is not None:
+            reason = assignment_error(assignment, live)
+            if reason is not None:
+                return CreateTopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
+        else:
+            if num_partitions == -1:
+                num_partitions = self.config["num.partitions"]
+            if replication_factor == -1:
+                replication_factor = self.config["default.replication.factor"]
+            if num_partitions <= 0:
+                return CreateTopicResult(name, ErrorCode.INVALID_PARTITIONS,
+                                         "Number of partitions must be larger than 0.")
+            if replication_factor <= 0:
+                return CreateTopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                         "Replication factor must be larger than 0.")
+            if replication_factor > len(live):
+                return CreateTopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                         f"Replication factor: {replication_factor} larger than available brokers: "
+                                         f"{len(live)}.")
+            assignment = assign_replicas(live, num_partitions, replication_factor)
+        try:
+            validated = validate_topic_configs(configs)
+        except InvalidTopicConfig as exc:
+            return CreateTopicResult(name, ErrorCode.INVALID_CONFIG, str(exc))
+        topic_id = uuid.uuid4()
+        topic = TopicState(name, topic_id, {p: PartitionState(r[0], 0, tuple(r), tuple(r))
+                                            for p, r in assignment.items()}, validated)
+        if validate_only:
+            return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
+        try:
+            await self.zk.create_topic(name, TopicAssignment(topic_id, {p: tuple(r) for p, r in assignment.items()}),
+                                       validated)
+        except (NodeExistsError, StaleState):
+            return CreateTopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        log.info("topic %s (id %s) written to ZooKeeper: %d partition(s), replicas %s", name, topic_id,
+                 len(assignment), {p: list(r) for p, r in sorted(assignment.items())})
+        if wait:
+            await self._await(lambda: self._ready(name, len(assignment)))
+        return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
+
+    def _ready(self, name: str, partitions: int) -> bool:
+        topic = self.metadata.topic(name)
+        return topic is not None and len(topic.partitions) >= partitions and all(
+            p.leader >= 0 for p in topic.partitions.values())
+
+    async def _await(self, condition: Callable[[], bool]) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PROPAGATION_WAIT_S
+        while not condition():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+    async def auto_create_topic(self, name: str) -> CreateTopicResult:
+        if name in INTERNAL_TOPICS:
+            return await self.create_internal_topic(name)
+        return await self.create_topic(name, self.config["num.partitions"], self.config["default.replication.factor"],
+                                       {}, wait=False)
+
+    async def create_internal_topic(self, name: str) -> CreateTopicResult:
+        if name != OFFSETS_TOPIC:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} is not served")
+        wanted = self.config["offsets.topic.replication.factor"]
+        live = len(await self._live_brokers())
+        factor = min(wanted, live)
+        if factor < wanted:
+            log.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but only %d "
+                        "broker(s) are alive", OFFSETS_TOPIC, factor, wanted, live)
+        return await self.create_topic(name, self.config["offsets.topic.num.partitions"], factor,
+                                       offsets_topic_configs(self.config), wait=False)
+
+    async def delete_topic(self, name: str) -> Outcome:
+        if name not in await self.zk.topic_names():
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        if name in INTERNAL_TOPICS:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted"
+        await self.zk.mark_topic_for_deletion(name)
+        log.info("topic %s marked for deletion", name)
+        await self._await(lambda: self.metadata.topic(name) is None)
+        return ErrorCode.NONE, None
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool,
+                                assignment: list[list[int]] | None = None) -> Outcome:
+        found = await self.zk.topic_assignment_versioned(name)
+        if found is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        if name in INTERNAL_TOPICS:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"The partitions of internal topic {name} cannot change"
+        current_assignment, version = found
+        current = len(current_assignment.partitions)
+        live = await self._live_brokers()
+        error = partition_count_error(current, count, assignment, live)
+        if error is not None:
+            return error
+        if assignment is None:
+            factor = len(current_assignment.partitions[0])
+            if factor > len(live):
+                return ErrorCode.INVALID_REPLICATION_FACTOR, (
+                    f"Replication factor: {factor} larger than available brokers: {len(live)}.")
+            added = assign_replicas(live, count - current, factor, first_partition=current)
+        else:
+            added = {current + i: list(r) for i, r in enumerate(assignment)}
+        if validate_only:
+            return ErrorCode.NONE, None
+        grown = TopicAssignment(current_assignment.topic_id, {**current_assignment.partitions,
+                                                              **{p: tuple(r) for p, r in added.items()}})
+        try:
+            await self.zk.set_topic_assignment(name, grown, version)
+        except StaleState:
+            return ErrorCode.REASSIGNMENT_IN_PROGRESS, f"Topic {name} changed meanwhile; try again"
+        log.info("topic %s grows from %d to %d partitions", name, current, count)
+        await self._await(lambda: self._ready(name, count))
+        return ErrorCode.NONE, None
+
+    async def topic_configs(self, name: str) -> dict[str, str] | None:
+        if name not in await self.zk.topic_names():
+            return None
+        return await self.zk.entity_configs("topics", name) or {}
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> Outcome:
+        if name not in await self.zk.topic_names():
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        try:
+            validated = validate_topic_configs(dict(configs))
+        except InvalidTopicConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if validate_only:
+            return ErrorCode.NONE, None
+        await self.zk.set_entity_configs("topics", name, validated)
+        log.info("configs of topic %s are now %s", name, validated)
+        return ErrorCode.NONE, None
+
+    async def broker_configs(self) -> dict[str, dict[str, str]]:
+        found = {}
+        for entity in (str(self.broker_id), "<default>"):
+            configs = await self.zk.entity_configs("brokers", entity)
+            if configs:
+                found["" if entity == "<default>" else entity] = configs
+        return found
+
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str], validate_only: bool) -> Outcome:
+        try:
+            self.config.parse_dynamic(configs)
+        except ConfigError as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if validate_only:
+            return ErrorCode.NONE, None
+        await self.zk.set_entity_configs("brokers", entity or "<default>", configs)
+        self._apply_broker_configs()
+        return ErrorCode.NONE, None
+
+    async def next_producer_id(self) -> int:
+        async with self._producer_id_lock:
+            if self._next_producer_index >= len(self._producer_ids):
+                self._producer_ids = await self.zk.allocate_producer_ids(self.broker_id)
+                self._next_producer_index = 0
+            producer_id = self._producer_ids[self._next_producer_index]
+            self._next_producer_index += 1
+            return producer_id
+
+    async def remember_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
+        self.preferred_log_dirs[(topic, partition)] = log_dir

@@ -1,0 +1,566 @@
+"""The cluster's controller, elected through ZooKeeper's /controller znode.
+
+Every cluster broker runs a ``ZkController``; the one whose ephemeral /controller znode stands
+is active. On election it bumps /controller_epoch, reads the whole cluster state from
+ZooKeeper (Kafka's znode layout) and from then on owns it: it creates the partitions of new
+topics, elects leaders from the ISR when a broker's registration vanishes or a broker shuts
+down cleanly, gives leadership back to preferred replicas, deletes topics, and tells every
+broker what it decided with LeaderAndIsr, UpdateMetadata and StopReplica. Each of its writes to
+a partition's state is conditional on the state's zk version and on the controller epoch
+znode's version, so a deposed controller cannot overwrite its successor's decisions.
+
+Events (watches firing, requests from brokers) are handled one at a time, in order, by one
+task; nothing here is touched from another thread. A ZooKeeper error during an event makes
+the controller resign and stand again for election, which re-reads everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from minikafka.config import BrokerConfig
+from minikafka.controller import elections
+from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
+from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+@dataclass
+class PartitionRecord:
+    """What the controller knows of one partition: its state znode and that znode's version."""
+
+    state: LeaderIsr
+    zk_version: int
+
+
+@dataclass
+class ControllerState:
+    epoch: int = -1
+    epoch_zk_version: int = -1
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    partitions: dict[TopicPartition, PartitionRecord] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    deleting: set[str] = field(default_factory=set)
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return tuple(self.topics[tp[0]].partitions[tp[1]])
+
+    def partitions_of(self, broker: int) -> list[TopicPartition]:
+        return [tp for tp in self.partitions if broker in self.replicas(tp)]
+
+    @property
+    def live(self) -> set[int]:
+        return set(self.brokers) - self.shutting_down
+
+
+class ZkController:
+    def __init__(self, config: BrokerConfig, zk: KafkaZk, inter_broker_listener: str) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = zk
+        self.listener = inter_broker_listener
+        self.state = ControllerState()
+        self.active = False
+        self._events: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self.channels = ControllerChannels(self.broker_id)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        self.post(self._elect)
+
+    def post(self, event: Callable[[], Awaitable[None]]) -> None:
+        self._events.put_nowait(event)
+
+    async def stop(self) -> None:
+        for task in (self._task, self._rebalance_task):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (self._task, self._rebalance_task) if t is not None),
+                             return_exceptions=True)
+        await self.channels.close()
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                await event()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # ZooKeeper gone, a lost race: start over from ZooKeeper
+                log.error("controller event failed (%s: %s); resigning and standing for election again",
+                          type(exc).__name__, exc, exc_info=not isinstance(exc, (OSError, StaleState)))
+                await self._resign()
+                await asyncio.sleep(0.5)
+                self.post(self._elect)
+
+    def _watch(self, event: Callable[[], Awaitable[None]]) -> Callable[[], None]:
+        """A ZooKeeper watch callback that queues ``event`` while this broker is controller."""
+        def fired() -> None:
+            if self.active:
+                self.post(event)
+        return fired
+
+    async def _elect(self) -> None:
+        if self.active:
+            return
+        current = await self.zk.controller_id(watch=lambda: self.post(self._elect))
+        if current is not None:
+            return
+        won = await self.zk.try_become_controller(self.broker_id)
+        if won is None:
+            await self.zk.controller_id(watch=lambda: self.post(self._elect))
+            return
+        self.state = ControllerState(epoch=won[0], epoch_zk_version=won[1])
+        self.active = True
+        log.info("broker %d is now the controller (epoch %d)", self.broker_id, self.state.epoch)
+        await self._take_over()
+
+    async def _resign(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        log.info("broker %d is no longer the controller", self.broker_id)
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+        await self.channels.close()
+        self.channels = ControllerChannels(self.broker_id)
+
+    async def controller_moved(self) -> None:
+        """The /controller znode changed: resign if it is not ours any more, else stand."""
+        current = await self.zk.controller_id(watch=lambda: self.post(self.controller_moved))
+        if current != self.broker_id:
+            await self._resign()
+        if current is None:
+            await self._elect()
+
+    # ---- taking over ---------------------------------------------------------------------
+    async def _take_over(self) -> None:
+        """Read everything, fix what no controller looked after, and tell every broker."""
+        await self.zk.controller_id(watch=lambda: self.post(self.controller_moved))
+        state = self.state
+        state.brokers = await self.zk.live_brokers(watch=self._watch(self._brokers_changed))
+        for broker, registration in state.brokers.items():
+            self._open_channel(broker, registration)
+        for name in await self.zk.topic_names(watch=self._watch(self._topics_changed)):
+            await self._load_topic(name)
+        state.deleting = set(await self.zk.topics_to_delete(watch=self._watch(self._deletions_requested)))
+        await self.zk.isr_change_notifications(watch=self._watch(self._isr_changed))
+        await self._create_missing_partitions()
+        await self._elect_offline(self._leaderless())
+        self._send_update_metadata(state.brokers, state.partitions)
+        for broker in state.brokers:
+            self._send_leader_and_isr(broker, state.partitions_of(broker))
+        await self._delete_topics()
+        await self._isr_changed()
+        if self.config["auto.leader.rebalance.enable"]:
+            self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_periodically())
+
+    async def _load_topic(self, name: str) -> None:
+        assignment = await self.zk.topic_assignment(name, watch=self._watch(lambda: self._topic_changed(name)))
+        if assignment is None:
+            return
+        self.state.topics[name] = assignment
+        for index in assignment.partitions:
+            found = await self.zk.partition_state(name, index)
+            if found is not None:
+                self.state.partitions[(name, index)] = PartitionRecord(*found)
+
+    def _open_channel(self, broker: int, registration: BrokerRegistration) -> None:
+        address = registration.endpoint(self.listener)
+        if address is None:
+            log.error("broker %d registered no %s listener; the controller cannot reach it", broker, self.listener)
+            return
+        self.channels.add(broker, registration.epoch, address)
+
+    # ---- brokers come and go -------------------------------------------------------------
+    async def _brokers_changed(self) -> None:
+        state = self.state
+        now = await self.zk.live_brokers(watch=self._watch(self._brokers_changed))
+        gone = sorted(set(state.brokers) - set(now))
+        # A broker that re-registered (a new session, a restart) has a new epoch: treat it as new.
+        came = sorted(b for b in now if b not in state.brokers or now[b].epoch != state.brokers[b].epoch)
+        state.brokers = now
+        for broker in gone:
+            state.shutting_down.discard(broker)
+            await self.channels.remove(broker)
+        if gone:
+            log.info("brokers %s are gone; electing new leaders for their partitions", gone)
+            await self._brokers_failed(gone)
+        for broker in came:
+            state.shutting_down.discard(broker)
+            self._open_channel(broker, now[broker])
+        if came:
+            log.info("brokers %s registered", came)
+            await self._brokers_started(came)
+        if gone or came:
+            self._send_update_metadata(state.brokers, {})
+
+    async def _brokers_failed(self, gone: list[int]) -> None:
+        state = self.state
+        led = [tp for tp, record in state.partitions.items() if record.state.leader in gone]
+        await self._elect_offline(led)
+        # Followers on the dead brokers leave the ISR of the partitions that still have a leader.
+        changed: dict[TopicPartition, PartitionRecord] = {}
+        for tp, record in list(state.partitions.items()):
+            isr = record.state.isr
+            if record.state.leader in gone or not any(b in isr for b in gone) or record.state.leader < 0:
+                continue
+            new_isr = tuple(b for b in isr if b not in gone) or isr
+            updated = await self._write(tp, replace(record.state, isr=new_isr))
+            if updated is not None:
+                changed[tp] = updated
+        self._tell_replicas(changed)
+
+    async def _brokers_started(self, came: list[int]) -> None:
+        state = self.state
+        # Every replica the broker holds, as it is now (a restarted broker knows nothing).
+        self._send_update_metadata([*came], state.partitions)
+        for broker in came:
+            self._send_leader_and_isr(broker, state.partitions_of(broker))
+        await self._elect_offline([tp for tp in self._leaderless() if any(b in came for b in state.replicas(tp))])
+        await self._delete_topics()
+
+    def _leaderless(self) -> list[TopicPartition]:
+        state = self.state
+        return [tp for tp, record in state.partitions.items()
+                if tp[0] not in state.deleting and (record.state.leader not in state.live)]
+
+    async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> None:
+        state = self.state
+        changed: dict[TopicPartition, PartitionRecord] = {}
+        for tp in partitions:
+            record = state.partitions.get(tp)
+            if record is None or tp[0] in state.deleting:
+                continue
+            unclean = self._unclean_allowed(tp[0])
+            chosen = elections.offline_partition(state.replicas(tp), record.state.isr, state.live, unclean)
+            if chosen is None:
+                if record.state.leader == elections.NO_LEADER:
+                    continue
+                log.error("%s-%d has no live in-sync replica (in-sync: %s); it stays offline until one returns",
+                          tp[0], tp[1], list(record.state.isr))
+                new_state = replace(record.state, leader=elections.NO_LEADER,
+                                    leader_epoch=record.state.leader_epoch + 1)
+            else:
+                if chosen.unclean:
+                    log.warning("%s-%d: unclean election of broker %d, which may lack acknowledged records",
+                                tp[0], tp[1], chosen.leader)
+                new_state = replace(record.state, leader=chosen.leader, isr=chosen.isr,
+                                    leader_epoch=record.state.leader_epoch + 1)
+            updated = await self._write(tp, new_state)
+            if updated is not None:
+                changed[tp] = updated
+        if changed:
+            moved = ", ".join(f"{t}-{p}->{r.state.leader}" for (t, p), r in sorted(changed.items()))
+            log.info("new leaders: %s", moved)
+        self._tell_replicas(changed)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        return bool(self.config["unclean.leader.election.enable"])
+
+    # ---- topics --------------------------------------------------------------------------
+    async def _topics_changed(self) -> None:
+        names = set(await self.zk.topic_names(watch=self._watch(self._topics_changed)))
+        state = self.state
+        for name in sorted(names - set(state.topics)):
+            await self._load_topic(name)
+        for name in set(state.topics) - names:
+            self._forget_topic(name)
+        await self._create_missing_partitions()
+
+    async def _topic_changed(self, name: str) -> None:
+        """A topic's assignment changed (CreatePartitions)."""
+        assignment = await self.zk.topic_assignment(name, watch=self._watch(lambda: self._topic_changed(name)))
+        if assignment is None:
+            return
+        self.state.topics[name] = assignment
+        await self._create_missing_partitions()
+
+    async def _create_missing_partitions(self) -> None:
+        state = self.state
+        created: dict[TopicPartition, PartitionRecord] = {}
+        for name, assignment in sorted(state.topics.items()):
+            if name in state.deleting:
+                continue
+            for index, replicas in sorted(assignment.partitions.items()):
+                tp = (name, index)
+                if tp in state.partitions:
+                    continue
+                chosen = elections.new_partition(replicas, state.live)
+                if chosen is None:
+                    log.error("%s-%d cannot start: none of its replicas %s is alive", name, index, list(replicas))
+                    continue
+                leader_isr = LeaderIsr(chosen.leader, 0, chosen.isr, state.epoch)
+                version = await self.zk.create_partition_state(name, index, leader_isr, state.epoch_zk_version)
+                created[tp] = state.partitions[tp] = PartitionRecord(leader_isr, version)
+        if created:
+            topics = sorted({t for t, _ in created})
+            log.info("created %d partition(s) of %s", len(created), ", ".join(topics))
+            self._tell_replicas(created, new=True)
+
+    async def _deletions_requested(self) -> None:
+        requested = set(await self.zk.topics_to_delete(watch=self._watch(self._deletions_requested)))
+        self.state.deleting |= requested
+        await self._delete_topics()
+
+    async def _delete_topics(self) -> None:
+        """Drop each topic marked for deletion from every broker's metadata, and delete its
+        replicas; the topic's znodes go once no replica is left on a dead broker."""
+        state = self.state
+        for name in sorted(state.deleting):
+            assignment = state.topics.get(name)
+            partitions = sorted(tp for tp in state.partitions if tp[0] == name)
+            if assignment is not None:
+                self._send_update_metadata(state.brokers, {
+                    tp: PartitionRecord(replace(state.partitions[tp].state, leader=LEADER_DURING_DELETE), 0)
+                    for tp in partitions})
+                holders = {b for replicas in assignment.partitions.values() for b in replicas}
+                if not holders <= set(state.brokers):
+                    log.info("topic %s is marked for deletion; waiting for brokers %s to return to delete their "
+                             "replicas", name, sorted(holders - set(state.brokers)))
+                    continue
+                for broker in holders:
+                    self._send_stop_replica(broker, [tp for tp in partitions if broker in state.replicas(tp)],
+                                            delete=True)
+            await self.zk.delete_topic_znodes(name)
+            self._forget_topic(name)
+            state.deleting.discard(name)
+            log.info("deleted topic %s", name)
+
+    def _forget_topic(self, name: str) -> None:
+        self.state.topics.pop(name, None)
+        for tp in [tp for tp in self.state.partitions if tp[0] == name]:
+            del self.state.partitions[tp]
+
+    # ---- ISR changes made by leaders -----------------------------------------------------
+    async def _isr_changed(self) -> None:
+        notifications = await self.zk.isr_change_notifications(watch=self._watch(self._isr_changed))
+        changed: dict[TopicPartition, PartitionRecord] = {}
+        for name, partitions in notifications:
+            for tp in partitions:
+                if tp in self.state.partitions:
+                    found = await self.zk.partition_state(*tp)
+                    if found is not None:
+                        changed[tp] = self.state.partitions[tp] = PartitionRecord(*found)
+            await self.zk.delete_isr_change_notification(name)
+        if changed:
+            self._send_update_metadata(self.state.brokers, changed)
+
+    # ---- clean shutdown and preferred leaders ----------------------------------------------
+    async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
+        """Move leadership off ``broker`` before it stops; the partitions it still leads
+        (no other in-sync replica), or None if it is not a live broker of that epoch."""
+        done: asyncio.Future[list[TopicPartition] | None] = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                done.set_result(await self._shut_down(broker, broker_epoch))
+            except Exception as exc:
+                done.set_exception(exc)
+                raise
+        self.post(event)
+        return await done
+
+    async def _shut_down(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
+        state = self.state
+        registration = state.brokers.get(broker)
+        if not self.active or registration is None or registration.epoch != broker_epoch:
+            return None
+        state.shutting_down.add(broker)
+        changed: dict[TopicPartition, PartitionRecord] = {}
+        for tp in state.partitions_of(broker):
+            record = state.partitions[tp]
+            if len(state.replicas(tp)) < 2:
+                continue
+            if record.state.leader == broker:
+                chosen = elections.controlled_shutdown(state.replicas(tp), record.state.isr, state.live, {broker})
+                if chosen is None:
+                    continue
+                new_state = replace(record.state, leader=chosen.leader, isr=chosen.isr,
+                                    leader_epoch=record.state.leader_epoch + 1)
+            elif broker in record.state.isr:
+                new_state = replace(record.state, isr=elections.without_replica(record.state.isr, broker),
+                                    leader_epoch=record.state.leader_epoch + 1)
+            else:
+                continue
+            updated = await self._write(tp, new_state)
+            if updated is not None:
+                changed[tp] = updated
+        self._tell_replicas(changed)
+        remaining = sorted(tp for tp in state.partitions_of(broker) if state.partitions[tp].state.leader == broker)
+        log.info("broker %d is shutting down: moved %d leadership(s); it still leads %d partition(s)", broker,
+                 sum(1 for r in changed.values() if r.state.leader != broker), len(remaining))
+        return remaining
+
+    async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, str | None]:
+        """Preferred-leader election; per partition None (done or already so) or why not."""
+        done: asyncio.Future[dict[TopicPartition, str | None]] = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                done.set_result(await self._elect_preferred(partitions))
+            except Exception as exc:
+                done.set_exception(exc)
+                raise
+        self.post(event)
+        return await done
+
+    async def _elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, str | None]:
+        state = self.state
+        wanted = list(state.partitions) if partitions is None else list(partitions)
+        results: dict[TopicPartition, str | None] = {}
+        changed: dict[TopicPartition, PartitionRecord] = {}
+        for tp in wanted:
+            record = state.partitions.get(tp)
+            if record is None:
+                results[tp] = "unknown partition"
+                continue
+            replicas = state.replicas(tp)
+            if record.state.leader == replicas[0]:
+                results[tp] = None if partitions is None else "already led by its preferred replica"
+                continue
+            chosen = elections.preferred_replica(replicas, record.state.isr, state.live)
+            if chosen is None:
+                results[tp] = f"preferred replica {replicas[0]} is not alive and in sync"
+                continue
+            updated = await self._write(tp, replace(record.state, leader=chosen.leader,
+                                                    leader_epoch=record.state.leader_epoch + 1))
+            if updated is not None:
+                changed[tp] = updated
+                results[tp] = None
+        if changed:
+            log.info("preferred leaders restored for %d partition(s)", len(changed))
+        self._tell_replicas(changed)
+        return results
+
+    async def _rebalance_periodically(self) -> None:
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        while True:
+            await asyncio.sleep(interval)
+            self.post(self._rebalance)
+
+    async def _rebalance(self) -> None:
+        if not self.active:
+            return
+        state = self.state
+        imbalanced = [tp for tp, record in state.partitions.items()
+                      if state.replicas(tp) and record.state.leader != state.replicas(tp)[0]
+                      and state.replicas(tp)[0] in state.live and state.replicas(tp)[0] in record.state.isr]
+        if imbalanced:
+            await self._elect_preferred(imbalanced)
+
+    # ---- writing decisions and telling brokers ------------------------------------------
+    async def _write(self, tp: TopicPartition, new_state: LeaderIsr) -> PartitionRecord | None:
+        """Record a partition's new state, conditional on the version read; after a lost race
+        (its leader changed the ISR meanwhile) the fresh state is kept and None answered."""
+        state = self.state
+        record = state.partitions[tp]
+        new_state = replace(new_state, controller_epoch=state.epoch)
+        try:
+            version = await self.zk.update_partition_state(tp[0], tp[1], new_state, record.zk_version,
+                                                           state.epoch_zk_version)
+        except StaleState:
+            found = await self.zk.partition_state(*tp)
+            if found is not None:
+                state.partitions[tp] = PartitionRecord(*found)
+            log.info("%s-%d changed while the controller decided; it will decide again", tp[0], tp[1])
+            self.post(lambda: self._elect_offline([tp]))
+            return None
+        updated = state.partitions[tp] = PartitionRecord(new_state, version)
+        return updated
+
+    def _tell_replicas(self, changed: dict[TopicPartition, PartitionRecord], new: bool = False) -> None:
+        """LeaderAndIsr to the live replicas of each changed partition, UpdateMetadata to all."""
+        if not changed:
+            return
+        by_broker: dict[int, list[TopicPartition]] = {}
+        for tp in changed:
+            for broker in self.state.replicas(tp):
+                if broker in self.state.brokers:
+                    by_broker.setdefault(broker, []).append(tp)
+        for broker, tps in by_broker.items():
+            self._send_leader_and_isr(broker, tps, new=new)
+        self._send_update_metadata(self.state.brokers, changed)
+
+    def _send_leader_and_isr(self, broker: int, partitions: list[TopicPartition], new: bool = False) -> None:
+        state = self.state
+        partitions = [tp for tp in partitions if tp in state.partitions and tp[0] not in state.deleting]
+        if not partitions:
+            return
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        leaders: set[int] = set()
+        for tp in partitions:
+            record = state.partitions[tp]
+            leaders.add(record.state.leader)
+            by_topic.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
+                "leader": record.state.leader, "leader_epoch": record.state.leader_epoch,
+                "isr": list(record.state.isr), "partition_epoch": record.zk_version,
+                "replicas": list(state.replicas(tp)), "adding_replicas": [], "removing_replicas": [],
+                "is_new": new, "leader_recovery_state": 0})
+        live_leaders = []
+        for leader in sorted(leaders):
+            registration = state.brokers.get(leader)
+            address = registration.endpoint(self.listener) if registration is not None else None
+            if address is not None:
+                live_leaders.append({"broker_id": leader, "host_name": address[0], "port": address[1]})
+        self.channels.send(broker, LEADER_AND_ISR, {
+            "controller_id": self.broker_id, "controller_epoch": state.epoch, "type": 0,
+            "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}
+                             for name, ps in by_topic.items()],
+            "live_leaders": live_leaders})
+
+    def _send_update_metadata(self, brokers: Iterable[int], partitions: dict[TopicPartition, PartitionRecord]) -> None:
+        state = self.state
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, record in partitions.items():
+            if tp[0] not in state.topics:
+                continue
+            replicas = state.replicas(tp)
+            by_topic.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
+                "leader": record.state.leader, "leader_epoch": record.state.leader_epoch,
+                "isr": list(record.state.isr), "zk_version": record.zk_version, "replicas": list(replicas),
+                "offline_replicas": []})
+        body = {
+            "controller_id": self.broker_id, "controller_epoch": state.epoch,
+            "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}
+                             for name, ps in by_topic.items()],
+            "live_brokers": [{"id": b, "rack": r.rack, "endpoints": [
+                {"port": port, "host": host, "listener": listener,
+                 "security_protocol": SECURITY_PROTOCOL_IDS.get(protocol, 0)}
+                for listener, (host, port, protocol) in r.endpoints.items()]}
+                for b, r in sorted(state.brokers.items())]}
+        for broker in brokers:
+            self.channels.send(broker, UPDATE_METADATA, body)
+
+    def _send_stop_replica(self, broker: int, partitions: list[TopicPartition], delete: bool) -> None:
+        if not partitions:
+            return
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in partitions:
+            record = self.state.partitions.get(tp)
+            by_topic.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "delete_partition": delete,
+                "leader_epoch": LEADER_DURING_DELETE if delete else (record.state.leader_epoch if record else -1)})
+        self.channels.send(broker, STOP_REPLICA, {
+            "controller_id": self.broker_id, "controller_epoch": self.state.epoch,
+            "topic_states": [{"topic_name": name, "partition_states": ps} for name, ps in by_topic.items()]})
+
+
+def new_topic_id() -> uuid.UUID:
+    return uuid.uuid4()

@@ -1,0 +1,71 @@
+"""A connection from this broker to another one: follower fetches, controller requests.
+
+``BrokerClient`` owns one TCP connection and sends one request at a time (its callers, a
+fetcher task or a controller channel, wait for each answer before the next). Any failure
+closes the connection and raises ``BrokerUnreachable``; the next request reconnects.
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from protocol import MalformedResponse, Message, encode_request, parse_response
+
+log = logging.getLogger(__name__)
+
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+
+
+class BrokerUnreachable(Exception):
+    """The request did not get an answer (connection refused or lost, timeout, bad frame)."""
+
+
+class BrokerClient:
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = itertools.count(1)
+        self._lock = asyncio.Lock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def request(self, api_key: int, version: int, body: Mapping[str, Any], timeout_s: float) -> Message:
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._exchange(api_key, version, body), timeout_s)
+            except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, MalformedResponse) as exc:
+                self.close()
+                raise BrokerUnreachable(f"broker at {self.address}: {exc!r}") from exc
+
+    async def _exchange(self, api_key: int, version: int, body: Mapping[str, Any]) -> Message:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+        assert self._reader is not None
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        self._writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
+        await self._writer.drain()
+        (size,) = struct.unpack(">i", await self._reader.readexactly(4))
+        if not 0 < size <= MAX_RESPONSE_BYTES:
+            raise MalformedResponse(f"response frame of {size} bytes")
+        answered, response = parse_response(api_key, version, await self._reader.readexactly(size))
+        if answered != correlation_id:
+            raise MalformedResponse(f"answer to request {answered}, expected {correlation_id}")
+        return response
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None

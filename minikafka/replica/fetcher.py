@@ -1,0 +1,269 @@
+"""Follower replication: fetch from each partition's leader and append as follower.
+
+``ReplicaFetcherManager`` owns one ``LeaderFetcher`` task per leader broker (more when
+num.replica.fetchers asks for it; a partition always goes to the same one). A partition is
+added when LeaderAndIsr makes this broker its follower and removed when it leads, stops or
+goes offline. Before a partition's first fetch from a new leader its log is truncated to what
+that leader has (OffsetForLeaderEpoch, KIP-101/KIP-279), so a tail the old leader wrote and
+nobody else received is dropped, never served. The leader serves these fetches from its
+segment files with sendfile, like any fetch. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from minikafka.net.client import BrokerClient, BrokerUnreachable
+from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPartition
+from minikafka.storage.errors import KafkaStorageError
+from protocol.errors import ErrorCode
+from protocol.records import CorruptRecordError
+
+log = logging.getLogger(__name__)
+
+FETCH = 1
+OFFSET_FOR_LEADER_EPOCH = 23
+FETCH_VERSION = 12  # topics by name, flexible; the newest with replica_id in the body
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+
+
+@dataclass(frozen=True)
+class FetcherConfig:
+    broker_id: int
+    fetch_max_wait_ms: int = 500
+    fetch_min_bytes: int = 1
+    partition_max_bytes: int = 1048576  # replica.fetch.max.bytes
+    response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    fetchers_per_leader: int = 1  # num.replica.fetchers
+    request_timeout_ms: int = 30000
+
+
+@dataclass
+class _Followed:
+    partition: Partition
+    leader_epoch: int
+    truncated: bool = False  # set once the log matches the leader's history
+
+
+@dataclass
+class LeaderFetcher:
+    """Fetches every partition this broker follows from one leader, in one request at a time."""
+
+    leader_id: int
+    endpoint: Callable[[], tuple[str, int] | None]
+    replica_manager: ReplicaManager
+    config: FetcherConfig
+    partitions: dict[TopicPartition, _Followed] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    fetched_bytes: int = 0
+
+    async def run(self) -> None:
+        client: BrokerClient | None = None
+        try:
+            while True:
+                if not self.partitions:
+                    self.changed.clear()
+                    await self.changed.wait()
+                    continue
+                address = self.endpoint()
+                if address is None:
+                    await self._pause()
+                    continue
+                if client is None or (client.host, client.port) != address:
+                    if client is not None:
+                        client.close()
+                    client = BrokerClient(*address, client_id=f"replica-fetcher-{self.config.broker_id}")
+                try:
+                    if not await self._truncate(client):
+                        await self._fetch(client)
+                except BrokerUnreachable as exc:
+                    log.warning("cannot fetch from broker %d: %s; retrying in %d ms", self.leader_id, exc,
+                                self.config.backoff_ms)
+                    await self._pause()
+        finally:
+            if client is not None:
+                client.close()
+
+    async def _pause(self) -> None:
+        self.changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.changed.wait(), self.config.backoff_ms / 1000)
+
+    async def _truncate(self, client: BrokerClient) -> bool:
+        """Truncate every newly followed partition to the leader's history; True if any was
+        pending (so the loop comes back here before fetching it)."""
+        pending = {tp: f for tp, f in self.partitions.items() if not f.truncated}
+        if not pending:
+            return False
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), followed in pending.items():
+            latest = followed.partition.log.latest_epoch
+            by_topic.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": followed.leader_epoch,
+                "leader_epoch": latest if latest is not None else -1})
+        response = await client.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+            "replica_id": self.config.broker_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+        }, self.config.request_timeout_ms / 1000)
+        retry = False
+        for topic in response.topics:
+            for answer in topic.partitions:
+                followed = self.partitions.get((topic.topic, answer.partition))
+                if followed is None or followed.truncated:
+                    continue
+                if answer.error_code != ErrorCode.NONE:
+                    retry = True
+                    log.info("%s-%d: leader %d cannot tell its epoch end offsets yet (%s)", topic.topic,
+                             answer.partition, self.leader_id, ErrorCode(answer.error_code).name)
+                    continue
+                self._truncate_one(followed, answer.leader_epoch, answer.end_offset)
+        if retry:
+            await self._pause()
+        return True
+
+    def _truncate_one(self, followed: _Followed, leader_epoch: int, leader_end: int) -> None:
+        partition = followed.partition
+        log_ = partition.log
+        end = log_.log_end_offset
+        if leader_epoch < 0 or leader_end < 0:
+            # The leader knows no epoch at or below ours: keep only what was committed.
+            target = min(log_.high_watermark, end)
+        else:
+            own_end = log_.end_offset_for_epoch(leader_epoch)[1]
+            target = min(leader_end, own_end if own_end >= 0 else end, end)
+        if target < end:
+            log.warning("%s-%d: truncating from offset %d to %d, where this replica's history diverges from "
+                        "leader %d's (records the old leader wrote and no other replica received)",
+                        partition.topic, partition.index, end, target, self.leader_id)
+            log_.truncate_to(target)
+        followed.truncated = True
+
+    async def _fetch(self, client: BrokerClient) -> None:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), followed in self.partitions.items():
+            log_ = followed.partition.log
+            by_topic.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": followed.leader_epoch,
+                "fetch_offset": log_.log_end_offset, "log_start_offset": log_.log_start_offset,
+                "partition_max_bytes": self.config.partition_max_bytes})
+        response = await client.request(FETCH, FETCH_VERSION, {
+            "replica_id": self.config.broker_id,
+            "max_wait_ms": self.config.fetch_max_wait_ms,
+            "min_bytes": self.config.fetch_min_bytes,
+            "max_bytes": self.config.response_max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }, (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000)
+        backoff = response.error_code != ErrorCode.NONE
+        for topic in response.responses:
+            for answer in topic.partitions:
+                key = (topic.topic, answer.partition_index)
+                followed = self.partitions.get(key)
+                # The partition may have changed hands while the request was out.
+                if followed is None or not followed.truncated or self.replica_manager.get_partition(*key) is None:
+                    continue
+                backoff |= not self._apply(followed, answer)
+        if backoff:
+            await self._pause()
+
+    def _apply(self, followed: _Followed, answer: Any) -> bool:
+        """Store one partition's fetched batches; False when the fetcher should back off."""
+        partition = followed.partition
+        error = ErrorCode(answer.error_code)
+        if error == ErrorCode.NONE:
+            records = answer.records
+            try:
+                if records:
+                    partition.append_as_follower(bytes(records), answer.high_watermark)
+                    self.fetched_bytes += len(records)
+                else:
+                    partition.follow_high_watermark(answer.high_watermark)
+            except KafkaStorageError as exc:
+                log.error("%s-%d: cannot store replicated records: %s", partition.topic, partition.index, exc)
+                return False
+            except CorruptRecordError as exc:
+                log.error("%s-%d: leader %d sent records that cannot be appended (%s); truncating again",
+                          partition.topic, partition.index, self.leader_id, exc)
+                followed.truncated = False
+                return False
+            return True
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(followed, answer)
+            return True
+        if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR):
+            # The controller's next LeaderAndIsr tells who leads now.
+            log.debug("%s-%d: leader %d answered %s", partition.topic, partition.index, self.leader_id, error.name)
+            return False
+        log.warning("%s-%d: fetch from leader %d failed: %s", partition.topic, partition.index, self.leader_id,
+                    error.name)
+        return False
+
+    def _out_of_range(self, followed: _Followed, answer: Any) -> None:
+        """Our log end is outside the leader's log: below its start (it deleted what we miss:
+        start over from its start) or above its end (truncate again)."""
+        log_ = followed.partition.log
+        leader_start = answer.log_start_offset
+        if 0 <= leader_start and log_.log_end_offset < leader_start:
+            log.warning("%s-%d: the leader's log starts at %d, after this replica's end %d; starting over there",
+                        log_.topic, log_.partition, leader_start, log_.log_end_offset)
+            log_.truncate_fully_and_start_at(leader_start)
+        else:
+            followed.truncated = False
+
+
+class ReplicaFetcherManager:
+    """Which leader each followed partition is fetched from; one fetcher task per leader."""
+
+    def __init__(self, replica_manager: ReplicaManager, endpoint_of: Callable[[int], tuple[str, int] | None],
+                 config: FetcherConfig) -> None:
+        self.replica_manager = replica_manager
+        self.endpoint_of = endpoint_of
+        self.config = config
+        self._fetchers: dict[tuple[int, int], LeaderFetcher] = {}
+        self._fetcher_of: dict[TopicPartition, LeaderFetcher] = {}
+
+    def follow(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
+        """Fetch ``partition`` from ``leader_id`` (after truncating it to the leader's history)."""
+        key = (partition.topic, partition.index)
+        self.stop_following([key])
+        slot = zlib.crc32(f"{key[0]}-{key[1]}".encode()) % max(self.config.fetchers_per_leader, 1)
+        fetcher = self._fetchers.get((leader_id, slot))
+        if fetcher is None:
+            fetcher = LeaderFetcher(leader_id, lambda: self.endpoint_of(leader_id), self.replica_manager, self.config)
+            fetcher.task = asyncio.get_running_loop().create_task(fetcher.run(), name=f"fetcher-{leader_id}-{slot}")
+            self._fetchers[(leader_id, slot)] = fetcher
+        fetcher.partitions[key] = _Followed(partition, leader_epoch)
+        fetcher.changed.set()
+        self._fetcher_of[key] = fetcher
+
+    def stop_following(self, keys: list[TopicPartition]) -> None:
+        for key in keys:
+            fetcher = self._fetcher_of.pop(key, None)
+            if fetcher is not None:
+                fetcher.partitions.pop(key, None)
+                fetcher.changed.set()
+
+    def leader_of(self, key: TopicPartition) -> int | None:
+        fetcher = self._fetcher_of.get(key)
+        return fetcher.leader_id if fetcher is not None else None
+
+    async def shutdown(self) -> None:
+        tasks = [f.task for f in self._fetchers.values() if f.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._fetchers.clear()
+        self._fetcher_of.clear()

@@ -1,0 +1,208 @@
+"""A cluster broker's life in ZooKeeper: its registration, its standing for controller, the
+ISR changes it makes as leader, the topic configs it applies, and its clean shutdown.
+
+``ClusterMembership`` owns the broker's ZooKeeper session (``KafkaZk``) and its ``ZkController``.
+When the session expires (ZooKeeper unreachable for zookeeper.session.timeout.ms, or the broker
+paused that long) the broker's ephemeral registration is gone and the controller elects other
+leaders; once ZooKeeper is back the broker registers again with a new broker epoch, and the
+controller's LeaderAndIsr tells it what it leads and follows now. Meanwhile it cannot change an
+ISR (the write is conditional), so as a deposed leader it can never acknowledge acks=all alone.
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from minikafka.config import BrokerConfig, ConfigError
+from minikafka.controller.zk_controller import ZkController
+from minikafka.net.client import BrokerClient, BrokerUnreachable
+from minikafka.replica.replica_manager import Partition, ReplicaManager
+from minikafka.topic_config import log_config_for
+from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN = 7
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+class ClusterMembership:
+    def __init__(self, config: BrokerConfig, zk: KafkaZk, replica_manager: ReplicaManager,
+                 registration: BrokerRegistration, inter_broker_listener: str) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = zk
+        self.replica_manager = replica_manager
+        self.registration = registration
+        self.inter_broker_listener = inter_broker_listener
+        self.broker_epoch = -1
+        self.controller = ZkController(config, zk, inter_broker_listener)
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._seen_config_changes: set[str] = set()
+        self._session_lost = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None
+
+    async def start(self) -> None:
+        self.broker_epoch = await self.zk.register_broker(self.registration)
+        log.info("registered broker %d in ZooKeeper (broker epoch %d)", self.broker_id, self.broker_epoch)
+        self.zk.on_state(self._session_state)
+        self.replica_manager.propose_isr = self.propose_isr
+        self._seen_config_changes = {name for name, _ in await self.zk.config_changes(self._config_changed)}
+        await self._apply_broker_configs()
+        self.controller.start()
+
+    def _spawn(self, work: Callable[[], object]) -> None:
+        task = asyncio.get_running_loop().create_task(work())  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- the session ------------------------------------------------------------------------
+    def _session_state(self, state: str) -> None:
+        if state == "suspended":
+            log.warning("lost the connection to ZooKeeper; retrying (the session expires after %d ms)",
+                        self.config["zookeeper.session.timeout.ms"])
+        elif state == "lost":
+            self._session_lost = True
+            log.error("ZooKeeper session expired: this broker's registration is gone and other brokers take over "
+                      "its leaderships; it registers again when ZooKeeper is back")
+            self.controller.post(self.controller.controller_moved)
+        elif state == "connected":
+            if self._session_lost:
+                self._session_lost = False
+                self._spawn(self._register_again)
+            else:
+                log.info("reconnected to ZooKeeper within the session")
+
+    async def _register_again(self) -> None:
+        for attempt in range(100):
+            try:
+                self.broker_epoch = await self.zk.register_broker(self.registration)
+                break
+            except Exception as exc:  # ZooKeeper flapping: try again shortly
+                log.warning("registering again failed (%s); retrying", exc)
+                await asyncio.sleep(min(0.2 * (attempt + 1), 2.0))
+        else:
+            return
+        log.info("registered broker %d again in a new ZooKeeper session (broker epoch %d)", self.broker_id,
+                 self.broker_epoch)
+        await self.zk.config_changes(self._config_changed)
+        self.controller.post(self.controller.controller_moved)
+
+    # ---- ISR changes as leader -------------------------------------------------------------------
+    def propose_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        self._spawn(lambda: self._write_isr(partition, isr))
+
+    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """Record the leader's new ISR in the partition's state znode, conditional on the zk
+        version the controller last gave; then tell the controller (isr_change_notification)."""
+        topic, index = partition.topic, partition.index
+        try:
+            found = await self.zk.partition_state(topic, index)
+            if found is None or found[1] != partition.partition_epoch or found[0].leader != self.broker_id \
+                    or found[0].leader_epoch != partition.leader_epoch:
+                raise StaleState(f"{topic}-{index}")
+            new_state = LeaderIsr(self.broker_id, partition.leader_epoch, isr, found[0].controller_epoch)
+            version = await self.zk.update_partition_state(topic, index, new_state, partition.partition_epoch)
+        except StaleState:
+            log.info("%s-%d: not changing the ISR to %s: the controller changed the partition meanwhile", topic, index,
+                     list(isr))
+            partition.isr_refused()
+            return
+        except Exception as exc:
+            log.warning("%s-%d: could not record the ISR %s in ZooKeeper (%s); will try again", topic, index,
+                        list(isr), exc)
+            partition.isr_refused()
+            return
+        old = partition.isr
+        self.replica_manager.isr_committed(partition, isr, version)
+        log.info("%s-%d: in-sync replicas %s -> %s", topic, index, list(old), list(isr))
+        try:
+            await self.zk.notify_isr_change([(topic, index)])
+        except Exception as exc:
+            log.warning("could not notify the controller of the ISR change of %s-%d: %s", topic, index, exc)
+
+    # ---- topic and broker configs ---------------------------------------------------------------
+    async def topic_configs(self, topic: str) -> dict[str, str]:
+        configs = self._topic_configs.get(topic)
+        if configs is None:
+            configs = self._topic_configs[topic] = await self.zk.entity_configs("topics", topic) or {}
+        return configs
+
+    def _config_changed(self) -> None:
+        self._spawn(self._read_config_changes)
+
+    async def _read_config_changes(self) -> None:
+        changes = await self.zk.config_changes(self._config_changed)
+        for name, entity in changes:
+            if name in self._seen_config_changes:
+                continue
+            self._seen_config_changes.add(name)
+            kind, _, entity_name = entity.partition("/")
+            if kind == "topics":
+                configs = await self.zk.entity_configs("topics", entity_name) or {}
+                self._topic_configs[entity_name] = configs
+                self.replica_manager.update_config(entity_name, log_config_for(configs, self.config))
+            elif kind == "brokers":
+                await self._apply_broker_configs()
+
+    async def _apply_broker_configs(self) -> None:
+        own = await self.zk.entity_configs("brokers", str(self.broker_id)) or {}
+        default = await self.zk.entity_configs("brokers", "<default>") or {}
+        try:
+            self.config.apply_dynamic(own, default)
+        except ConfigError as exc:
+            log.error("dynamic broker configs in ZooKeeper not applied: %s", exc)
+
+    def apply_broker_configs_soon(self) -> None:
+        self._spawn(self._apply_broker_configs)
+
+    # ---- clean shutdown ---------------------------------------------------------------------------
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships elsewhere before it stops."""
+        if not self.config["controlled.shutdown.enable"]:
+            return
+        retries = self.config["controlled.shutdown.max.retries"]
+        for attempt in range(1, retries + 1):
+            remaining = await self._ask_controller_to_shut_down()
+            if remaining == 0:
+                log.info("controlled shutdown done: this broker leads no replicated partition any more")
+                return
+            if remaining is not None:
+                log.info("controlled shutdown: %d partition(s) still led here (no other in-sync replica)", remaining)
+                return
+            if attempt < retries:
+                await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
+        log.warning("controlled shutdown did not succeed after %d attempt(s); stopping anyway", retries)
+
+    async def _ask_controller_to_shut_down(self) -> int | None:
+        if self.controller.active:
+            remaining = await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+            return None if remaining is None else len(remaining)
+        address = self.controller_endpoint()
+        if address is None:
+            return None
+        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}")
+        try:
+            response = await client.request(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
+                                            {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, 30.0)
+        except BrokerUnreachable as exc:
+            log.warning("controlled shutdown request failed: %s", exc)
+            return None
+        finally:
+            client.close()
+        if response.error_code != ErrorCode.NONE:
+            log.warning("controlled shutdown refused: %s", ErrorCode(response.error_code).name)
+            return None
+        return len(response.remaining_partitions)
+
+    async def stop(self) -> None:
+        await self.controller.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.zk.close()

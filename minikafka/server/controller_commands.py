@@ -1,0 +1,176 @@
+"""What the controller tells a cluster broker, applied: LeaderAndIsr, UpdateMetadata, StopReplica.
+
+``ControllerCommands`` owns the highest controller epoch this broker has heard (a request
+from an older controller changes nothing and is answered STALE_CONTROLLER_EPOCH) and turns each
+command into calls on the ReplicaManager (roles), the ReplicaFetcherManager (what to follow),
+the MetadataCache (what clients are told) and the group coordinator (the groups of the
+__consumer_offsets partitions it leads). The handlers parse the wire and call it; nothing
+else does. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from minikafka.config import BrokerConfig
+from minikafka.controller.topics import OFFSETS_TOPIC
+from minikafka.group.coordinator import GroupCoordinator
+from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata
+from minikafka.replica.fetcher import ReplicaFetcherManager
+from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
+from minikafka.topic_config import log_config_for
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+LEADER_DURING_DELETE = -2
+
+
+@dataclass(frozen=True)
+class PartitionCommand:
+    """One partition of a LeaderAndIsr request."""
+
+    topic: str
+    topic_id: uuid.UUID
+    index: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int
+    is_new: bool
+
+
+@dataclass(frozen=True)
+class PartitionUpdate:
+    """One partition of an UpdateMetadata request."""
+
+    topic: str
+    topic_id: uuid.UUID
+    index: int
+    state: PartitionMetadata
+
+
+@dataclass(frozen=True)
+class StopCommand:
+    topic: str
+    index: int
+    delete: bool
+    leader_epoch: int = -1
+
+
+TopicConfigs = Callable[[str], Awaitable[dict[str, str]]]
+
+
+class ControllerCommands:
+    def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, fetchers: ReplicaFetcherManager,
+                 metadata: MetadataCache, groups: GroupCoordinator, topic_configs: TopicConfigs) -> None:
+        self.broker_id = config.broker_id
+        self.config = config
+        self.replica_manager = replica_manager
+        self.fetchers = fetchers
+        self.metadata = metadata
+        self.groups = groups
+        self.topic_configs = topic_configs
+        self.controller_epoch = -1
+        self.controller_id = -1
+
+    def accept(self, controller_id: int, controller_epoch: int) -> ErrorCode:
+        """NONE if the sender is the newest controller heard of (and remember it)."""
+        if controller_epoch < self.controller_epoch:
+            log.warning("ignored a request of controller %d with epoch %d: controller %d's epoch %d is newer",
+                        controller_id, controller_epoch, self.controller_id, self.controller_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch, self.controller_id = controller_epoch, controller_id
+        return ErrorCode.NONE
+
+    async def leader_and_isr(self, commands: Sequence[PartitionCommand]) -> dict[TopicPartition, ErrorCode]:
+        """Lead or follow each partition as told; per partition, NONE or why not."""
+        results: dict[TopicPartition, ErrorCode] = {}
+        configs: dict[str, dict[str, str]] = {}
+        for command in commands:
+            key = (command.topic, command.index)
+            if self.broker_id not in command.replicas:
+                results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            hosted = self.replica_manager.get_partition(*key)
+            if hosted is not None and hosted.topic_id != command.topic_id:
+                results[key] = ErrorCode.INCONSISTENT_TOPIC_ID
+                continue
+            if hosted is not None and command.leader_epoch < hosted.leader_epoch:
+                results[key] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+            if command.topic not in configs:
+                configs[command.topic] = await self.topic_configs(command.topic)
+            results[key] = self._apply(command, configs[command.topic])
+        return results
+
+    def _apply(self, command: PartitionCommand, topic_configs: dict[str, str]) -> ErrorCode:
+        key = (command.topic, command.index)
+        config = log_config_for(topic_configs, self.config)
+        manager = self.replica_manager
+        before = manager.get_partition(*key)
+        was_leader = before is not None and before.is_leader
+        if command.leader == self.broker_id:
+            self.fetchers.stop_following([key])
+            partition = manager.become_leader(
+                command.topic, command.index, command.topic_id, command.leader_epoch, config,
+                is_new_replica=command.is_new, isr=command.isr, replicas=command.replicas,
+                partition_epoch=command.partition_epoch)
+        else:
+            partition = manager.become_follower(
+                command.topic, command.index, command.topic_id, command.leader_epoch, config,
+                leader_id=command.leader, is_new_replica=command.is_new, isr=command.isr,
+                replicas=command.replicas, partition_epoch=command.partition_epoch)
+            if partition is not None and command.leader >= 0:
+                self.fetchers.follow(partition, command.leader, command.leader_epoch)
+            else:
+                self.fetchers.stop_following([key])
+        if partition is None:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if not was_leader and partition.is_leader:
+            log.info("leading %s-%d in epoch %d with in-sync replicas %s", command.topic, command.index,
+                     command.leader_epoch, list(command.isr))
+        elif was_leader and not partition.is_leader:
+            log.info("%s-%d: following broker %d from epoch %d", command.topic, command.index, command.leader,
+                     command.leader_epoch)
+        if command.topic == OFFSETS_TOPIC:
+            self.groups.leadership_changed(command.index, partition.is_leader)
+        return ErrorCode.NONE
+
+    def update_metadata(self, brokers: Sequence[BrokerInfo], controller_id: int,
+                        partitions: Sequence[PartitionUpdate]) -> None:
+        """Take the controller's view; partitions whose leader is LEADER_DURING_DELETE belong
+        to a topic being deleted, which leaves the metadata at once."""
+        metadata = self.metadata
+        metadata.set_brokers(brokers, controller_id)
+        by_topic: dict[tuple[str, uuid.UUID], dict[int, PartitionMetadata]] = {}
+        deleted: set[str] = set()
+        for update in partitions:
+            if update.state.leader == LEADER_DURING_DELETE:
+                deleted.add(update.topic)
+                continue
+            by_topic.setdefault((update.topic, update.topic_id), {})[update.index] = update.state
+        for (name, topic_id), states in by_topic.items():
+            metadata.update_partitions(name, topic_id, states)
+        for name in deleted:
+            metadata.remove_topic(name)
+
+    def stop_replica(self, commands: Sequence[StopCommand]) -> dict[TopicPartition, ErrorCode]:
+        results: dict[TopicPartition, ErrorCode] = {}
+        for command in commands:
+            key = (command.topic, command.index)
+            hosted = self.replica_manager.get_partition(*key)
+            if hosted is not None and 0 <= command.leader_epoch < hosted.leader_epoch:
+                results[key] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            self.fetchers.stop_following([key])
+            self.replica_manager.stop_replica(command.topic, command.index, command.delete)
+            if command.topic == OFFSETS_TOPIC:
+                self.groups.leadership_changed(command.index, False)
+            if command.delete:
+                self.groups.on_topic_deleted(command.topic)
+            results[key] = ErrorCode.NONE
+        return results

@@ -1,0 +1,29 @@
+"""ControlledShutdown (broker -> controller): move a stopping broker's leaderships elsewhere."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEY = 7
+log = logging.getLogger(__name__)
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    body = request.body
+    controller = ctx.cluster_controller
+    if ctx.listener_name != ctx.inter_broker_listener:
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
+    if controller is None or not controller.active:
+        return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
+    remaining = await controller.controlled_shutdown(body.broker_id, body.broker_epoch)
+    if remaining is None:
+        log.warning("refused a controlled shutdown of broker %d (epoch %d): no live broker of that epoch",
+                    body.broker_id, body.broker_epoch)
+        return {"error_code": ErrorCode.STALE_BROKER_EPOCH, "remaining_partitions": []}
+    return {"error_code": ErrorCode.NONE, "remaining_partitions": [
+        {"topic_name": topic, "partition_index": index} for topic, index in remaining]}

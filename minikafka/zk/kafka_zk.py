@@ -1,0 +1,540 @@
+"""Apache Kafka's ZooKeeper layout, read and written from the broker's event loop.
+
+``KafkaZk`` owns one kazoo session. Kazoo runs its own thread; every call here uses kazoo's
+asynchronous API and resumes on the asyncio loop, and every watch and session-state callback
+is handed to the loop (``call_soon_threadsafe``), so the event loop never blocks on ZooKeeper
+and nothing outside kazoo runs on kazoo's thread.
+
+The znodes and their JSON are Kafka's (so Kafka's own tools can read the cluster):
+/cluster/id, /brokers/ids/N, /brokers/topics/T[/partitions/P/state], /controller,
+/controller_epoch, /config/{topics,brokers,changes}, /admin/delete_topics, /isr_change_notification,
+/log_dir_event_notification, /latest_producer_id_block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import ZnodeStat
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/brokers",
+                    "/config/changes", "/admin/delete_topics", "/isr_change_notification",
+                    "/log_dir_event_notification", "/cluster")
+ISR_CHANGE_PREFIX = "isr_change_"
+CONFIG_CHANGE_PREFIX = "config_change_"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+
+Watch = Callable[[], None]
+
+
+class ZooKeeperUnavailable(OSError):
+    """ZooKeeper cannot be reached (at startup: within zookeeper.connection.timeout.ms)."""
+
+
+class StaleState(Exception):
+    """A conditional write lost: the znode (or the controller epoch) changed since it was read."""
+
+
+class BrokerIdTaken(Exception):
+    """Another live broker is registered with this broker.id."""
+
+
+# ---- znode values ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """/brokers/ids/N. ``epoch`` is the registration's creation zxid (Kafka's broker epoch)."""
+
+    broker_id: int
+    endpoints: Mapping[str, tuple[str, int, str]]  # listener name -> (host, port, security protocol)
+    rack: str | None = None
+    epoch: int = -1
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        found = self.endpoints.get(listener)
+        return None if found is None else (found[0], found[1])
+
+    def encode(self) -> bytes:
+        protocols = {name: protocol for name, (_, _, protocol) in self.endpoints.items()}
+        urls = [f"{name}://{host}:{port}" for name, (host, port, _) in self.endpoints.items()]
+        plain = next(((h, p) for n, (h, p, s) in self.endpoints.items() if s == "PLAINTEXT"), ("", -1))
+        return _json({"features": {}, "listener_security_protocol_map": protocols, "endpoints": urls,
+                      "jmx_port": -1, "host": plain[0], "port": plain[1], "rack": self.rack,
+                      "timestamp": str(int(time.time() * 1000)), "version": 5})
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
+        doc = _load(f"/brokers/ids/{broker_id}", data)
+        protocols = doc.get("listener_security_protocol_map") or {}
+        endpoints: dict[str, tuple[str, int, str]] = {}
+        for url in doc.get("endpoints", []):
+            name, _, address = url.partition("://")
+            host, _, port = address.rpartition(":")
+            endpoints[name] = (host.strip("[]"), int(port), protocols.get(name, name))
+        return cls(broker_id, endpoints, doc.get("rack"), epoch)
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """/brokers/topics/T: the replicas of each partition, and the topic id."""
+
+    topic_id: uuid.UUID
+    partitions: Mapping[int, tuple[int, ...]]
+    adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        def listed(m: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(m.items())}
+        return _json({"partitions": listed(self.partitions), "topic_id": encode_topic_id(self.topic_id),
+                      "adding_replicas": listed(self.adding_replicas),
+                      "removing_replicas": listed(self.removing_replicas), "version": 3})
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> TopicAssignment:
+        doc = _load(path, data)
+        def parsed(m: Mapping[str, Sequence[int]] | None) -> dict[int, tuple[int, ...]]:
+            return {int(p): tuple(int(b) for b in r) for p, r in (m or {}).items()}
+        raw_id = doc.get("topic_id")
+        return cls(decode_topic_id(raw_id) if raw_id else uuid.uuid4(), parsed(doc.get("partitions")),
+                   parsed(doc.get("adding_replicas")), parsed(doc.get("removing_replicas")))
+
+
+@dataclass(frozen=True)
+class LeaderIsr:
+    """/brokers/topics/T/partitions/P/state."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+    def encode(self) -> bytes:
+        return _json({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
+                      "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> LeaderIsr:
+        doc = _load(path, data)
+        try:
+            return cls(int(doc["leader"]), int(doc["leader_epoch"]), tuple(int(b) for b in doc["isr"]),
+                       int(doc["controller_epoch"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: partition state lacks {exc}") from None
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka writes a Uuid as unpadded URL-safe base64."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def _json(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _load(path: str, data: bytes) -> Any:
+    try:
+        doc = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} does not hold JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} holds {type(doc).__name__}, not a JSON object")
+    return doc
+
+
+def topic_path(topic: str) -> str:
+    return f"/brokers/topics/{topic}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+
+# ---- the session ---------------------------------------------------------------------------
+
+class KafkaZk:
+    """One ZooKeeper session and Kafka's operations on it. Event-loop thread only (kazoo's
+    thread only runs the completion callbacks that hand results back to the loop)."""
+
+    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int) -> None:
+        self.connect = connect
+        self.connection_timeout_ms = connection_timeout_ms
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
+                                  connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0})
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state_listeners: list[Callable[[str], None]] = []
+
+    # -- session ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect (creating the chroot if the connect string names one, as Kafka does)."""
+        self._loop = asyncio.get_running_loop()
+        chroot = ""
+        if "/" in self.connect:
+            hosts, _, rest = self.connect.partition("/")
+            chroot = "/" + rest.strip("/")
+            if chroot != "/":
+                await self._ensure_chroot(hosts, chroot)
+        event = self.client.start_async()
+        connected = await self._loop.run_in_executor(None, event.wait, self.connection_timeout_ms / 1000)
+        if not connected or not self.client.connected:
+            self.client.stop()
+            self.client.close()
+            raise ZooKeeperUnavailable(f"cannot connect to ZooKeeper at {self.connect} within "
+                                       f"zookeeper.connection.timeout.ms={self.connection_timeout_ms}")
+        self.client.add_listener(self._on_state)
+        for path in PERSISTENT_PATHS:
+            await self.ensure_path(path)
+
+    async def _ensure_chroot(self, hosts: str, chroot: str) -> None:
+        root = KazooClient(hosts=hosts)
+        assert self._loop is not None
+        event = root.start_async()
+        if not await self._loop.run_in_executor(None, event.wait, self.connection_timeout_ms / 1000) \
+                or not root.connected:
+            root.stop()
+            root.close()
+            raise ZooKeeperUnavailable(f"cannot connect to ZooKeeper at {hosts} within "
+                                       f"zookeeper.connection.timeout.ms={self.connection_timeout_ms}")
+        try:
+            await self._loop.run_in_executor(None, root.ensure_path, chroot)
+        finally:
+            root.stop()
+            root.close()
+
+    def on_state(self, listener: Callable[[str], None]) -> None:
+        """``listener(state)`` on the loop for "connected", "suspended" and "lost" (expired)."""
+        self._state_listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:
+        name = {KazooState.CONNECTED: "connected", KazooState.SUSPENDED: "suspended",
+                KazooState.LOST: "lost"}.get(state, str(state))
+        assert self._loop is not None
+        for listener in self._state_listeners:
+            self._loop.call_soon_threadsafe(listener, name)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.client.connected)
+
+    async def close(self) -> None:
+        assert self._loop is not None
+        await self._loop.run_in_executor(None, self._stop)
+
+    def _stop(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    # -- primitives --------------------------------------------------------------------------
+    async def _call(self, async_result: Any) -> Any:
+        assert self._loop is not None
+        future: asyncio.Future[Any] = self._loop.create_future()
+        loop = self._loop
+
+        def done(result: Any) -> None:
+            try:
+                value = result.get_nowait()
+            except Exception as exc:  # handed to the awaiting task as it is
+                loop.call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, future, value, None)
+        async_result.rawlink(done)
+        return await future
+
+    def _on_loop(self, watch: Watch | None) -> Callable[[Any], None] | None:
+        if watch is None:
+            return None
+        loop = self._loop
+        assert loop is not None
+        return lambda _event: loop.call_soon_threadsafe(watch)
+
+    async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            return await self._call(self.client.get_async(path, watch=self._on_loop(watch)))
+        except NoNodeError:
+            if watch is not None:
+                await self.exists(path, watch)
+            return None
+
+    async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
+        return await self._call(self.client.exists_async(path, watch=self._on_loop(watch)))
+
+    async def children(self, path: str, watch: Watch | None = None) -> list[str]:
+        try:
+            return sorted(await self._call(self.client.get_children_async(path, watch=self._on_loop(watch))))
+        except NoNodeError:
+            return []
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
+                     makepath: bool = False) -> str:
+        return await self._call(self.client.create_async(path, data, ephemeral=ephemeral, sequence=sequence,
+                                                         makepath=makepath))
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> int:
+        try:
+            stat = await self._call(self.client.set_async(path, data, version))
+        except BadVersionError:
+            raise StaleState(path) from None
+        return int(stat.version)
+
+    async def delete(self, path: str, recursive: bool = False) -> None:
+        try:
+            if recursive:
+                for child in await self.children(path):
+                    await self.delete(f"{path}/{child}", recursive=True)
+            await self._call(self.client.delete_async(path))
+        except NoNodeError:
+            pass
+        except NotEmptyError:  # a child appeared meanwhile
+            await self.delete(path, recursive=True)
+
+    async def ensure_path(self, path: str) -> None:
+        await self._call(self.client.ensure_path_async(path))
+
+    async def _commit(self, ops: Callable[[Any], None]) -> list[Any]:
+        """A multi-op transaction; StaleState when a version check fails."""
+        transaction = self.client.transaction()
+        ops(transaction)
+        results = await self._call(transaction.commit_async())
+        for result in results:
+            if isinstance(result, BadVersionError):
+                raise StaleState("a znode changed since it was read")
+            if isinstance(result, NoNodeError):
+                raise StaleState("a znode was deleted since it was read")
+            if isinstance(result, NodeExistsError):
+                raise StaleState("a znode was created since it was read")
+            if isinstance(result, Exception):
+                raise result
+        return results
+
+    # -- cluster id and brokers ----------------------------------------------------------------
+    async def cluster_id(self, new_id: str) -> str:
+        """The cluster id, created as ``new_id`` by the first broker."""
+        try:
+            await self.create("/cluster/id", _json({"version": "1", "id": new_id}), makepath=True)
+            return new_id
+        except NodeExistsError:
+            found = await self.get("/cluster/id")
+            assert found is not None
+            return str(_load("/cluster/id", found[0])["id"])
+
+    async def register_broker(self, registration: BrokerRegistration) -> int:
+        """Create this broker's ephemeral registration; returns its epoch (creation zxid)."""
+        path = f"/brokers/ids/{registration.broker_id}"
+        try:
+            await self.create(path, registration.encode(), ephemeral=True)
+        except NodeExistsError:
+            stat = await self.exists(path)
+            # Our own registration from this very session (a retry) is fine; anyone else's is not.
+            if stat is None or stat.ephemeralOwner != self.client.client_id[0]:
+                raise BrokerIdTaken(f"broker.id {registration.broker_id} is already registered in ZooKeeper at "
+                                    f"{path} by another live broker") from None
+        stat = await self.exists(path)
+        assert stat is not None
+        return int(stat.czxid)
+
+    async def live_brokers(self, watch: Watch | None = None) -> dict[int, BrokerRegistration]:
+        found: dict[int, BrokerRegistration] = {}
+        for child in await self.children("/brokers/ids", watch):
+            got = await self.get(f"/brokers/ids/{child}")
+            if got is not None and child.isdigit():
+                found[int(child)] = BrokerRegistration.decode(int(child), got[0], int(got[1].czxid))
+        return found
+
+    # -- controller election -----------------------------------------------------------------
+    async def controller_id(self, watch: Watch | None = None) -> int | None:
+        got = await self.get("/controller", watch)
+        if got is None:
+            return None
+        return int(_load("/controller", got[0])["brokerid"])
+
+    async def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """Create /controller and bump /controller_epoch; (epoch, its zk version), or None
+        when another broker got there first."""
+        try:
+            await self.create("/controller", _json({"version": 1, "brokerid": broker_id,
+                                                    "timestamp": str(int(time.time() * 1000))}), ephemeral=True)
+        except NodeExistsError:
+            return None
+        while True:
+            got = await self.get("/controller_epoch")
+            if got is None:
+                try:
+                    await self.create("/controller_epoch", b"1")
+                    stat = await self.exists("/controller_epoch")
+                    assert stat is not None
+                    return 1, int(stat.version)
+                except NodeExistsError:
+                    continue
+            epoch = int(got[0].decode() or 0) + 1
+            try:
+                return epoch, await self.set("/controller_epoch", str(epoch).encode(), got[1].version)
+            except StaleState:
+                continue
+
+    # -- topics and partitions ---------------------------------------------------------------
+    async def topic_names(self, watch: Watch | None = None) -> list[str]:
+        return await self.children("/brokers/topics", watch)
+
+    async def topic_assignment(self, topic: str, watch: Watch | None = None) -> TopicAssignment | None:
+        got = await self.get(topic_path(topic), watch)
+        return None if got is None else TopicAssignment.decode(topic_path(topic), got[0])
+
+    async def topic_assignment_versioned(self, topic: str) -> tuple[TopicAssignment, int] | None:
+        got = await self.get(topic_path(topic))
+        return None if got is None else (TopicAssignment.decode(topic_path(topic), got[0]), int(got[1].version))
+
+    async def create_topic(self, topic: str, assignment: TopicAssignment, configs: Mapping[str, str]) -> None:
+        """The topic's configs, then its assignment (which the controller watches for)."""
+        config = _json({"version": 1, "config": dict(configs)})
+        await self._commit(lambda t: (t.create(f"/config/topics/{topic}", config),
+                                      t.create(topic_path(topic), assignment.encode())))
+
+    async def set_topic_assignment(self, topic: str, assignment: TopicAssignment, version: int) -> None:
+        await self.set(topic_path(topic), assignment.encode(), version)
+
+    async def partition_state(self, topic: str, partition: int) -> tuple[LeaderIsr, int] | None:
+        got = await self.get(state_path(topic, partition))
+        if got is None:
+            return None
+        return LeaderIsr.decode(state_path(topic, partition), got[0]), int(got[1].version)
+
+    async def create_partition_state(self, topic: str, partition: int, state: LeaderIsr,
+                                     controller_epoch_version: int) -> int:
+        """Create the state znode, only while the controller epoch is still ours; its version (0)."""
+        path = state_path(topic, partition)
+        await self.ensure_path(f"/brokers/topics/{topic}/partitions/{partition}")
+        try:
+            await self._commit(lambda t: (t.check("/controller_epoch", controller_epoch_version),
+                                          t.create(path, state.encode())))
+            return 0
+        except StaleState:
+            found = await self.partition_state(topic, partition)
+            if found is None:
+                raise
+            return await self.update_partition_state(topic, partition, state, found[1], controller_epoch_version)
+
+    async def update_partition_state(self, topic: str, partition: int, state: LeaderIsr, version: int,
+                                     controller_epoch_version: int | None = None) -> int:
+        """Replace the state if it is still at ``version`` (and, for the controller, the
+        controller epoch still ours); the new version. StaleState otherwise."""
+        path = state_path(topic, partition)
+        if controller_epoch_version is None:
+            return await self.set(path, state.encode(), version)
+        await self._commit(lambda t: (t.check("/controller_epoch", controller_epoch_version),
+                                      t.set_data(path, state.encode(), version)))
+        return version + 1
+
+    async def topics_to_delete(self, watch: Watch | None = None) -> list[str]:
+        return await self.children("/admin/delete_topics", watch)
+
+    async def mark_topic_for_deletion(self, topic: str) -> None:
+        try:
+            await self.create(f"/admin/delete_topics/{topic}")
+        except NodeExistsError:
+            pass
+
+    async def delete_topic_znodes(self, topic: str) -> None:
+        await self.delete(topic_path(topic), recursive=True)
+        await self.delete(f"/config/topics/{topic}")
+        await self.delete(f"/admin/delete_topics/{topic}")
+
+    # -- notifications -------------------------------------------------------------------------
+    async def notify_isr_change(self, partitions: Sequence[tuple[str, int]]) -> None:
+        await self.create(f"/isr_change_notification/{ISR_CHANGE_PREFIX}", _json(
+            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}), sequence=True)
+
+    async def isr_change_notifications(self, watch: Watch | None = None) -> list[tuple[str, list[tuple[str, int]]]]:
+        found = []
+        for child in await self.children("/isr_change_notification", watch):
+            path = f"/isr_change_notification/{child}"
+            got = await self.get(path)
+            if got is None:
+                continue
+            try:
+                doc = _load(path, got[0])
+                found.append((path, [(str(p["topic"]), int(p["partition"])) for p in doc.get("partitions", [])]))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable ISR change notification %s: %s", path, exc)
+                found.append((path, []))
+        return found
+
+    async def delete_isr_change_notification(self, path: str) -> None:
+        await self.delete(path)
+
+    # -- configs ---------------------------------------------------------------------------------
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str] | None:
+        """/config/{topics,brokers}/name's configs; None if there is no such znode."""
+        path = f"/config/{entity_type}/{name}"
+        got = await self.get(path)
+        if got is None:
+            return None
+        return {str(k): str(v) for k, v in (_load(path, got[0]).get("config") or {}).items()}
+
+    async def set_entity_configs(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        path = f"/config/{entity_type}/{name}"
+        data = _json({"version": 1, "config": dict(configs)})
+        try:
+            await self.set(path, data)
+        except NoNodeError:
+            await self.create(path, data, makepath=True)
+        await self.create(f"/config/changes/{CONFIG_CHANGE_PREFIX}",
+                          _json({"version": 2, "entity_path": f"{entity_type}/{name}"}), sequence=True)
+
+    async def config_changes(self, watch: Watch | None = None) -> list[tuple[str, str]]:
+        """(notification name, entity path such as "topics/orders") in order."""
+        found = []
+        for child in await self.children("/config/changes", watch):
+            got = await self.get(f"/config/changes/{child}")
+            if got is not None:
+                try:
+                    found.append((child, str(_load(child, got[0])["entity_path"])))
+                except (ValueError, KeyError):
+                    continue
+        return found
+
+    # -- producer ids --------------------------------------------------------------------------------
+    async def allocate_producer_ids(self, broker_id: int) -> range:
+        """The next block of PRODUCER_ID_BLOCK_SIZE producer ids, claimed with a conditional write."""
+        path = "/latest_producer_id_block"
+        while True:
+            got = await self.get(path)
+            if got is None:
+                start = 0
+            else:
+                start = int(_load(path, got[0])["block_end"]) + 1
+            end = start + PRODUCER_ID_BLOCK_SIZE - 1
+            data = _json({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
+            try:
+                if got is None:
+                    await self.create(path, data)
+                else:
+                    await self.set(path, data, got[1].version)
+                return range(start, end + 1)
+            except (StaleState, NodeExistsError):
+                continue
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
