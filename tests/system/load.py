@@ -1,0 +1,161 @@
+"""Keyed, numbered records produced under faults, and the exact check of what came back.
+
+A ``ProducerRun`` produces ``{name}-{seq}`` records from its own thread (confluent-kafka or
+kafka-python, idempotent, acks=all) until told to stop, and records where each acknowledged
+one landed. ``read_all`` reads every partition to its end; ``assert_exactly_once`` checks that
+every acknowledged record is there once, where it was acknowledged, in order per producer and
+partition, and that nothing else is there but records whose delivery failed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaProducer
+
+from tests.integration.broker_process import wait_until
+
+
+@dataclass
+class ProducerRun:
+    client: str  # "confluent" or "kafka-python"
+    bootstrap: str
+    topic: str
+    partitions: int
+    pace_s: float = 0.002
+    acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    failed: dict[bytes, str] = field(default_factory=dict)
+    sent: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> ProducerRun:
+        target = self._run_confluent if self.client == "confluent" else self._run_kafka_python
+        self._thread = threading.Thread(target=target, name=f"producer-{self.client}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 120) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"{self.client} producer did not finish within {timeout}s"
+
+    def _key(self, seq: int) -> bytes:
+        return f"{self.client}-{seq:07d}".encode()
+
+    def _acked(self, key: bytes, partition: int, offset: int) -> None:
+        with self._lock:
+            self.acked[key] = (partition, offset)
+
+    def _failed(self, key: bytes, error: Any) -> None:
+        with self._lock:
+            self.failed[key] = str(error)
+
+    def _run_confluent(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 100})
+
+        def report(error: Any, message: Any) -> None:
+            if error is not None:
+                self._failed(message.key(), error)
+            else:
+                self._acked(message.key(), message.partition(), message.offset())
+
+        seq = 0
+        while not self._stop.is_set() and seq < 200_000:
+            key = self._key(seq)
+            producer.produce(self.topic, key=key, value=b"value of " + key, partition=seq % self.partitions,
+                             on_delivery=report)
+            seq += 1
+            producer.poll(0)
+            time.sleep(self.pace_s)
+        self.sent = seq
+        left = producer.flush(110)
+        assert left == 0, f"{left} records never delivered"
+
+    def _run_kafka_python(self) -> None:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True,
+                                 linger_ms=5, retries=2**31 - 1, delivery_timeout_ms=120000, request_timeout_ms=10000,
+                                 retry_backoff_ms=100)
+        seq = 0
+        while not self._stop.is_set() and seq < 200_000:
+            key = self._key(seq)
+            future = producer.send(self.topic, key=key, value=b"value of " + key, partition=seq % self.partitions)
+            future.add_callback(lambda md, key=key: self._acked(key, md.partition, md.offset))
+            future.add_errback(lambda exc, key=key: self._failed(key, exc))
+            seq += 1
+            time.sleep(self.pace_s)
+        self.sent = seq
+        producer.flush(110)
+        producer.close(10)
+
+
+@dataclass
+class Record:
+    key: bytes
+    value: bytes
+    partition: int
+    offset: int
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[Record]:
+    """Every record of every partition, up to each partition's high watermark at the start."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-all", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        found: list[Record] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout
+        while len(done) < partitions and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                continue
+            if message.offset() < ends[message.partition()]:
+                found.append(Record(message.key(), message.value(), message.partition(), message.offset()))
+            if message.offset() >= ends[message.partition()] - 1:
+                done.add(message.partition())
+        assert len(done) == partitions, f"read only partitions {sorted(done)} to their end {ends}"
+        return found
+    finally:
+        consumer.close()
+
+
+def assert_exactly_once(runs: list[ProducerRun], records: list[Record]) -> None:
+    keys = [r.key for r in records]
+    assert len(keys) == len(set(keys)), f"{len(keys) - len(set(keys))} records were stored twice"
+    where = {r.key: (r.partition, r.offset) for r in records}
+    for run in runs:
+        assert run.acked, f"{run.client} got no acknowledgement at all"
+        missing = [k for k in run.acked if k not in where]
+        assert not missing, f"{len(missing)} acknowledged {run.client} records lost, e.g. {missing[:3]}"
+        moved = [k for k, at in run.acked.items() if where[k] != at]
+        assert not moved, f"{len(moved)} {run.client} records are not where they were acknowledged: {moved[:3]}"
+    acked = {k for run in runs for k in run.acked}
+    failed = {k for run in runs for k in run.failed}
+    unexpected = [k for k in where if k not in acked and k not in failed]
+    assert not unexpected, f"records nobody produced or acknowledged: {unexpected[:3]}"
+    assert all(r.value == b"value of " + r.key for r in records)
+    # Per producer and partition, sequence numbers rise with offsets.
+    by_stream: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for r in records:
+        client, _, seq = r.key.decode().rpartition("-")
+        by_stream.setdefault((client, r.partition), []).append((r.offset, int(seq)))
+    for stream, entries in by_stream.items():
+        seqs = [seq for _, seq in sorted(entries)]
+        assert seqs == sorted(seqs), f"records of {stream} out of order"
+
+
+def wait_acked(runs: list[ProducerRun], more_than: dict[str, int], timeout: float = 60) -> None:
+    """Wait until every run has more acknowledgements than given (progress after a fault)."""
+    wait_until(lambda: all(len(r.acked) > more_than.get(r.client, 0) for r in runs), timeout, interval=0.1,
+               what="producers acknowledged again")

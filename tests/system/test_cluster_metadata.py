@@ -1,0 +1,96 @@
+"""Every client sees the cluster: three brokers, the controller, and each partition's leader,
+replicas and ISR; the ISR shrinks when a follower is paused (SIGSTOP) and grows back after it
+continues."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+
+from aiokafka.admin import AIOKafkaAdminClient
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.integration.broker_process import wait_until
+from tests.system.cluster import Cluster
+
+TOPIC = "replicated"
+
+
+def _create(cluster: Cluster, name: str, partitions: int, replication: int, **configs: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, replication, topic_configs=configs)])
+    finally:
+        admin.close()
+    cluster.wait_for_leaders(name, partitions, isr_size=replication)
+
+
+def test_every_client_sees_three_brokers_leaders_and_isr(cluster: Cluster) -> None:
+    _create(cluster, TOPIC, 3, 3)
+    expected = {b.broker_id for b in cluster.brokers.values()}
+    controller = cluster.controller_id()
+    assert controller in expected
+
+    kcat = subprocess.run(["kcat", "-b", cluster.bootstrap, "-L", "-J"], capture_output=True, text=True, timeout=30,
+                          check=True)
+    doc = json.loads(kcat.stdout)
+    assert {b["id"] for b in doc["brokers"]} == expected
+    (topic,) = [t for t in doc["topics"] if t["topic"] == TOPIC]
+    for p in topic["partitions"]:
+        assert sorted(r["id"] for r in p["replicas"]) == sorted(expected)
+        assert sorted(r["id"] for r in p["isrs"]) == sorted(expected)
+        assert p["leader"] == p["replicas"][0]["id"], "a new partition is led by its first replica"
+    leaders = {p["leader"] for p in topic["partitions"]}
+    assert leaders == expected, "Kafka's placement spreads the leaders of 3 partitions over 3 brokers"
+
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=20)
+    assert set(confluent.brokers) == expected
+    assert confluent.controller_id == controller
+    for index, p in confluent.topics[TOPIC].partitions.items():
+        assert sorted(p.isrs) == sorted(expected) and p.leader == cluster.leader(TOPIC, index)
+
+    kafka_python = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        described = {b["broker_id"] for b in kafka_python.describe_cluster()["brokers"]}
+        assert described == expected
+        (t,) = kafka_python.describe_topics([TOPIC])
+        assert {p["partition_index"]: p["leader_id"] for p in t["partitions"]} == {
+            i: cluster.leader(TOPIC, i) for i in range(3)}
+    finally:
+        kafka_python.close()
+
+    async def aiokafka_view() -> set[int]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        await admin.start()
+        try:
+            described = await admin.describe_cluster()
+            return {b["node_id"] for b in described["brokers"]}
+        finally:
+            await admin.close()
+
+    assert asyncio.run(aiokafka_view()) == expected
+
+
+def test_isr_shrinks_when_a_follower_pauses_and_grows_back(cluster: Cluster) -> None:
+    _create(cluster, TOPIC, 1, 3)
+    leader = cluster.leader(TOPIC, 0)
+    follower = next(b for b in cluster.brokers if b != leader)
+    via = cluster.brokers[leader]
+    cluster.pause(follower)
+    paused_at = time.monotonic()
+    try:
+        # replica.lag.time.max.ms is 3 s and the ZooKeeper session 4 s: the follower leaves the
+        # ISR while it is still registered.
+        wait_until(lambda: follower not in cluster.partitions(TOPIC, via)[0].isr_nodes, 15, interval=0.1,
+                   what="the paused follower out of the ISR")
+        shrunk_after = time.monotonic() - paused_at
+    finally:
+        cluster.resume(follower)
+    state = cluster.partitions(TOPIC, via)[0]
+    assert state.leader_id == leader and len(state.isr_nodes) == 2, state
+    wait_until(lambda: sorted(cluster.partitions(TOPIC)[0].isr_nodes) == sorted(cluster.brokers), 30, interval=0.1,
+               what="the follower back in the ISR")
+    assert shrunk_after > 0
