@@ -2,12 +2,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := kcat
-# Spark (the minikafka.spark tests) needs a Java runtime; installed only when `java` is missing.
+# kcat as a client; zookeeper for the cluster tests (tests/system start it themselves).
+APT_PACKAGES := kcat zookeeper
+# Spark (the minikafka.spark tests) and ZooKeeper need a Java runtime; installed only when `java` is missing.
 JRE_PACKAGE := openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test unit lint bench system-deps clean
+.PHONY: run cluster test unit lint bench system-deps clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
@@ -27,7 +28,11 @@ $(BIN)/.installed-test: pyproject.toml | $(BIN)/python
 run: $(BIN)/.installed
 	$(BIN)/minikafka serve --config config/embedded.properties
 
-# Debian packages the tests use (kcat as a client; more come with the cluster tests).
+# A local ZooKeeper and three brokers (config/broker-1..3.properties); Ctrl-C stops them all.
+cluster: $(BIN)/.installed system-deps
+	$(BIN)/python -m minikafka.tools.local_cluster
+
+# Debian packages the tests use.
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	command -v java >/dev/null 2>&1 || missing="$$missing $(JRE_PACKAGE)"; \

@@ -21,7 +21,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from minikafka.config import BrokerConfig
 from minikafka.controller import elections
@@ -31,6 +31,7 @@ from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleS
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -106,6 +107,22 @@ class ZkController:
                 await self._resign()
                 await asyncio.sleep(0.5)
                 self.post(self._elect)
+
+    async def _ask(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work`` as an event (in turn with every other) and wait for its answer."""
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                result = await work()
+            except Exception as exc:
+                if not done.done():
+                    done.set_exception(exc)
+                raise
+            if not done.done():  # the asker may have gone (its connection closed)
+                done.set_result(result)
+        self.post(event)
+        return await done
 
     def _watch(self, event: Callable[[], Awaitable[None]]) -> Callable[[], None]:
         """A ZooKeeper watch callback that queues ``event`` while this broker is controller."""
@@ -364,16 +381,7 @@ class ZkController:
     async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
         """Move leadership off ``broker`` before it stops; the partitions it still leads
         (no other in-sync replica), or None if it is not a live broker of that epoch."""
-        done: asyncio.Future[list[TopicPartition] | None] = asyncio.get_running_loop().create_future()
-
-        async def event() -> None:
-            try:
-                done.set_result(await self._shut_down(broker, broker_epoch))
-            except Exception as exc:
-                done.set_exception(exc)
-                raise
-        self.post(event)
-        return await done
+        return await self._ask(lambda: self._shut_down(broker, broker_epoch))
 
     async def _shut_down(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
         state = self.state
@@ -408,16 +416,7 @@ class ZkController:
 
     async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, str | None]:
         """Preferred-leader election; per partition None (done or already so) or why not."""
-        done: asyncio.Future[dict[TopicPartition, str | None]] = asyncio.get_running_loop().create_future()
-
-        async def event() -> None:
-            try:
-                done.set_result(await self._elect_preferred(partitions))
-            except Exception as exc:
-                done.set_exception(exc)
-                raise
-        self.post(event)
-        return await done
+        return await self._ask(lambda: self._elect_preferred(partitions))
 
     async def _elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, str | None]:
         state = self.state

@@ -67,6 +67,7 @@ class LeaderFetcher:
 
     async def run(self) -> None:
         client: BrokerClient | None = None
+        failing = False
         try:
             while True:
                 if not self.partitions:
@@ -84,9 +85,14 @@ class LeaderFetcher:
                 try:
                     if not await self._truncate(client):
                         await self._fetch(client)
+                    if failing:
+                        log.info("fetching from broker %d again", self.leader_id)
+                        failing = False
                 except BrokerUnreachable as exc:
-                    log.warning("cannot fetch from broker %d: %s; retrying in %d ms", self.leader_id, exc,
-                                self.config.backoff_ms)
+                    if not failing:  # once per outage, not once per retry
+                        log.warning("cannot fetch from broker %d: %s; retrying every %d ms until it answers or "
+                                    "another broker leads", self.leader_id, exc, self.config.backoff_ms)
+                        failing = True
                     await self._pause()
         finally:
             if client is not None:

@@ -44,6 +44,7 @@ class ClusterMembership:
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._seen_config_changes: set[str] = set()
         self._session_lost = False
+        self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None
 
@@ -63,6 +64,8 @@ class ClusterMembership:
 
     # ---- the session ------------------------------------------------------------------------
     def _session_state(self, state: str) -> None:
+        if self._stopping:
+            return
         if state == "suspended":
             log.warning("lost the connection to ZooKeeper; retrying (the session expires after %d ms)",
                         self.config["zookeeper.session.timeout.ms"])
@@ -201,6 +204,7 @@ class ClusterMembership:
         return len(response.remaining_partitions)
 
     async def stop(self) -> None:
+        self._stopping = True
         await self.controller.stop()
         for task in list(self._tasks):
             task.cancel()
