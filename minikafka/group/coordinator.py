@@ -105,6 +105,8 @@ class GroupStore(Protocol):
 
     def rewrite(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode: ...
 
+    async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode: ...
+
 
 @dataclass(frozen=True)
 class CoordinatorConfig:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.metadata_cache import MetadataCache
-from minikafka.replica.replica_manager import ReplicaManager, now_ms
+from minikafka.replica.replica_manager import ProduceResult, ReplicaManager, now_ms
 from minikafka.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from protocol.errors import ErrorCode
 from protocol.record_codec import NewRecord, decode_records, encode_batch
@@ -126,16 +126,27 @@ class OffsetsTopic:
         self.dirty[partition] = self.dirty.get(partition, 0) + len(chunk)
         return ErrorCode.NONE
 
+    async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
+        """Wait until every write so far to the partition is on all its in-sync replicas (a
+        commit is acknowledged as acks=all, so a new coordinator finds it)."""
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if hosted is None:
+            return ErrorCode.NOT_COORDINATOR
+        written = ProduceResult(last_offset=hosted.log.log_end_offset - 1)
+        await self.replica_manager.wait_for_replication(OFFSETS_TOPIC, partition, written, timeout_ms)
+        return _APPEND_ERRORS.get(written.error, written.error)
+
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        """Every (key, value) of the partition from its log start to its high watermark."""
+        """Every (key, value) of the partition from its log start to its end: a new leader's
+        high watermark may still lag what the ISR holds, and every acknowledged write is there."""
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if hosted is None:
             return
         log_ = hosted.log
         offset = log_.log_start_offset
-        while offset < log_.high_watermark:
+        while offset < log_.log_end_offset:
             try:
-                result = log_.read(offset, READ_CHUNK_BYTES, max_offset=log_.high_watermark)
+                result = log_.read(offset, READ_CHUNK_BYTES)
             except OffsetOutOfRangeError:
                 return
             if result.records is None:

@@ -11,6 +11,9 @@ from protocol import Request
 from protocol.errors import ErrorCode
 
 API_KEY = 8
+# How long a commit waits for the ISR of its __consumer_offsets partition (Kafka's
+# offsets.commit.timeout.ms default).
+COMMIT_TIMEOUT_MS = 5000
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
@@ -40,6 +43,12 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
             body.group_id, body.generation_id_or_member_epoch, body.member_id, body.group_instance_id, wanted,
             retention_ms=body.retention_time_ms if 2 <= version <= 4 else -1,
             unknown_group_error=ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION))
+        if any(errors[key] == ErrorCode.NONE for key in wanted):
+            replicated = await ctx.groups.store.replicated(ctx.groups.partition_for(body.group_id),
+                                                           COMMIT_TIMEOUT_MS)
+            for key in wanted:
+                if errors[key] == ErrorCode.NONE:
+                    errors[key] = replicated
     return {"throttle_time_ms": 0, "topics": [
         {"name": topic.get("name"), "topic_id": topic.get("topic_id"),
          "partitions": [{"partition_index": index, "error_code": errors[(name, index)]} for name, index in slots]}

@@ -68,6 +68,9 @@ class MemoryStore:
         self.offline: set[int] = set()
         self.rewrites = 0
 
+    async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
+        return ErrorCode.NONE
+
     def status(self, partition: int) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if partition in self.offline else ErrorCode.NONE
 
