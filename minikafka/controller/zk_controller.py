@@ -27,11 +27,13 @@ from minikafka.config import BrokerConfig
 from minikafka.controller import elections
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState, TopicAssignment
+from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
+Outcome = tuple[ErrorCode, str | None]
 LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -414,35 +416,38 @@ class ZkController:
                  sum(1 for r in changed.values() if r.state.leader != broker), len(remaining))
         return remaining
 
-    async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, str | None]:
-        """Preferred-leader election; per partition None (done or already so) or why not."""
+    async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
+        """Preferred-leader election (ElectLeaders); per partition NONE or why not."""
         return await self._ask(lambda: self._elect_preferred(partitions))
 
-    async def _elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, str | None]:
+    async def _elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
         state = self.state
         wanted = list(state.partitions) if partitions is None else list(partitions)
-        results: dict[TopicPartition, str | None] = {}
+        results: dict[TopicPartition, Outcome] = {}
         changed: dict[TopicPartition, PartitionRecord] = {}
         for tp in wanted:
             record = state.partitions.get(tp)
-            if record is None:
-                results[tp] = "unknown partition"
+            if record is None or tp[0] in state.deleting:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
                 continue
             replicas = state.replicas(tp)
             if record.state.leader == replicas[0]:
-                results[tp] = None if partitions is None else "already led by its preferred replica"
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "already led by its preferred replica")
                 continue
             chosen = elections.preferred_replica(replicas, record.state.isr, state.live)
             if chosen is None:
-                results[tp] = f"preferred replica {replicas[0]} is not alive and in sync"
+                results[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                               f"preferred replica {replicas[0]} is not alive and in sync")
                 continue
             updated = await self._write(tp, replace(record.state, leader=chosen.leader,
                                                     leader_epoch=record.state.leader_epoch + 1))
-            if updated is not None:
-                changed[tp] = updated
-                results[tp] = None
+            if updated is None:
+                results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
+                continue
+            changed[tp] = updated
+            results[tp] = (ErrorCode.NONE, None)
         if changed:
-            log.info("preferred leaders restored for %d partition(s)", len(changed))
+            log.info("preferred leaders restored for %s", ", ".join(f"{t}-{p}" for t, p in sorted(changed)))
         self._tell_replicas(changed)
         return results
 

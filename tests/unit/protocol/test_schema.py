@@ -184,6 +184,7 @@ def test_supported_apis_table() -> None:
         5: ("StopReplica", 0, 4, 2),
         6: ("UpdateMetadata", 0, 8, 6),
         7: ("ControlledShutdown", 1, 3, 3),
+        43: ("ElectLeaders", 0, 2, 2),
     }
     got = {
         key: (spec.name, spec.min_version, spec.max_version, spec.first_flexible)
