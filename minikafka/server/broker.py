@@ -60,8 +60,7 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._metrics_server: Any = None
         self.port = 0
-        self.listener_name = config.values["listeners"][0].partition("://")[0] if "://" in config.values["listeners"][0] \
-            else "PLAINTEXT"
+        self.listener_name = config.listeners()[0].name
 
     async def start(self) -> None:
         self._create_dirs()

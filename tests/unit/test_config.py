@@ -1,6 +1,6 @@
 import pytest
 
-from minikafka.config import BrokerConfig, ConfigError, parse_listener, read_properties
+from minikafka.config import BrokerConfig, ConfigError, Listener, parse_listener, read_properties
 
 
 def test_defaults_are_the_embedded_broker():
@@ -55,3 +55,58 @@ def test_listeners():
     assert parse_listener("PLAINTEXT://0.0.0.0:19092") == ("0.0.0.0", 19092)
     assert parse_listener("INTERNAL://[::1]:9093") == ("::1", 9093)
     assert BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"}).advertised_listener(5555) == ("127.0.0.1", 5555)
+
+
+def test_named_listeners_take_their_protocol_from_the_map():
+    config = BrokerConfig({
+        "listeners": "INTERNAL://10.0.0.5:9093,EXTERNAL://:9092",
+        "advertised.listeners": "EXTERNAL://kafka.example.com:19092",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+    })
+    assert config.listeners() == [Listener("INTERNAL", "PLAINTEXT", "10.0.0.5", 9093),
+                                  Listener("EXTERNAL", "PLAINTEXT", "", 9092)]
+    # advertised.listeners replaces only the listener it names; the other is advertised as bound
+    assert config.advertised_listeners() == [Listener("INTERNAL", "PLAINTEXT", "10.0.0.5", 9093),
+                                             Listener("EXTERNAL", "PLAINTEXT", "kafka.example.com", 19092)]
+    assert config.inter_broker_listener_name == "INTERNAL"
+    assert config.listener() == ("10.0.0.5", 9093)
+    assert config.advertised_listener() == ("10.0.0.5", 9093)
+
+
+def test_advertised_port_zero_is_the_bound_one_per_listener_name():
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
+                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT"})
+    assert [(a.name, a.port) for a in config.advertised_listeners({"PLAINTEXT": 4001, "REPLICATION": 4002})] == [
+        ("PLAINTEXT", 4001), ("REPLICATION", 4002)]
+    assert config.inter_broker_listener_name == "PLAINTEXT"
+
+
+@pytest.mark.parametrize("listeners,protocol_map,protocol", [
+    ("SSL://127.0.0.1:9093", None, "SSL"),
+    ("SASL_PLAINTEXT://127.0.0.1:9093", None, "SASL_PLAINTEXT"),
+    ("SASL_SSL://127.0.0.1:9093", None, "SASL_SSL"),
+    ("PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093", "PLAINTEXT:PLAINTEXT,SECURE:SSL", "SSL"),
+])
+def test_a_listener_of_an_unimplemented_protocol_is_refused(listeners, protocol_map, protocol):
+    raw = {"listeners": listeners, **({"listener.security.protocol.map": protocol_map} if protocol_map else {})}
+    with pytest.raises(ConfigError, match=f"security protocol {protocol}, which minikafka does not implement"):
+        BrokerConfig(raw)
+
+
+@pytest.mark.parametrize("raw,key", [
+    ({"listeners": "CLIENT://127.0.0.1:9092"}, "listeners"),  # CLIENT is not in the default map
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
+    ({"listener.security.protocol.map": "PLAINTEXT"}, "listener.security.protocol.map"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"}, "listeners"),
+    ({"listeners": "127.0.0.1:9092"}, "listeners"),
+    ({"listeners": ""}, "listeners"),
+    ({"advertised.listeners": "EXTERNAL://example.com:9092"}, "advertised.listeners"),
+    ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name"),
+    # Kafka's default names the PLAINTEXT listener; without one the key must be given
+    ({"listeners": "CLIENT://127.0.0.1:9092", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
+     "inter.broker.listener.name"),
+])
+def test_bad_listener_settings_name_the_key(raw, key):
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        BrokerConfig(raw)
