@@ -8,6 +8,7 @@ value that does not parse is a ``ConfigError`` naming the key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +35,10 @@ def _parse_list(text: str) -> list[str]:
 
 
 def _parse_int(text: str) -> int:
+    # Java's Long.parseLong grammar: Python's int() would also take "1_000" and explain a refusal in
+    # its own words.
+    if re.fullmatch(r"[+-]?[0-9]+", text.strip()) is None:
+        raise ValueError("expected a whole number")
     return int(text.strip())
 
 
@@ -117,10 +122,17 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("auto.create.topics.enable", _parse_bool, True, "create unknown topics on use"),
         ConfigDef("log.segment.bytes", _parse_int, 1 << 30, "size of a segment file before it rolls",
                   lambda v: v >= 14, "must be >= 14", dynamic=True),
-        ConfigDef("log.roll.ms", _parse_int, _WEEK_MS, "age of a segment before it rolls", lambda v: v >= 1,
-                  "must be >= 1", dynamic=True),
-        ConfigDef("log.retention.ms", _parse_int, _WEEK_MS, "age after which segments are deleted (-1: never)",
-                  lambda v: v >= -1, "must be >= -1", dynamic=True),
+        ConfigDef("log.roll.ms", _parse_int, _WEEK_MS, "age of a segment before it rolls (default: log.roll.hours)",
+                  lambda v: v >= 1, "must be >= 1", dynamic=True),
+        ConfigDef("log.roll.hours", _parse_int, 168, "log.roll.ms in hours, when log.roll.ms is not given",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("log.retention.ms", _parse_int, _WEEK_MS,
+                  "age after which segments are deleted (-1: never; default: log.retention.minutes, "
+                  "else log.retention.hours)", lambda v: v >= -1, "must be >= -1", dynamic=True),
+        ConfigDef("log.retention.minutes", _parse_int, None,
+                  "log.retention.ms in minutes, when log.retention.ms is not given (negative: never)"),
+        ConfigDef("log.retention.hours", _parse_int, 168,
+                  "log.retention.ms in hours, when neither log.retention.ms nor .minutes is given (negative: never)"),
         ConfigDef("log.retention.bytes", _parse_int, -1, "partition size above which old segments go",
                   lambda v: v >= -1, "must be >= -1", dynamic=True),
         ConfigDef("log.segment.delete.delay.ms", _parse_int, 60_000,
@@ -186,9 +198,35 @@ DEFINITIONS: dict[str, ConfigDef] = {
     ]
 }
 
+# A key given in another unit stands for its milliseconds key when that one is not given; among
+# several, the finer unit wins (Kafka's precedence: ms, then minutes, then hours).
+UNIT_VARIANTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+}
+# Negative retention in any unit means "keep forever", which log.retention.ms spells -1.
+_UNLIMITED_WHEN_NEGATIVE = {"log.retention.ms"}
+
+# Keys of Apache Kafka's broker (most from its stock server.properties) that tune what minikafka
+# does differently or not at all. They are accepted with a note, so a Kafka configuration loads
+# without warnings, and offered as suggestions for misspelt keys.
+KAFKA_KEYS_WITHOUT_EFFECT = frozenset({
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir", "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.roll.jitter.ms", "log.roll.jitter.hours",
+    "zookeeper.connection.timeout.ms",
+})
+
 ALIASES = {"node.id": "broker.id", "log.dir": "log.dirs",
            # KIP-113's name for the move throttle.
            "intra.broker.throttled.rate": "replica.alter.log.dirs.io.max.bytes.per.second"}
+
+
+def _did_you_mean(key: str) -> str:
+    known = [*DEFINITIONS, *ALIASES, *KAFKA_KEYS_WITHOUT_EFFECT]
+    nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    return f" (did you mean {nearest[0]}?)" if nearest else ""
 
 
 def read_properties(text: str, source: str = "<string>") -> dict[str, str]:
@@ -246,20 +284,41 @@ class BrokerConfig:
         self.raw = dict(raw)
         self.explicit: set[str] = set()  # canonical names given in the file or on the command line
         self.values: dict[str, Any] = {name: d.default for name, d in DEFINITIONS.items()}
+        without_effect = []
         for key, text in raw.items():
             name = ALIASES.get(key, key)
             definition = DEFINITIONS.get(name)
             if definition is None:
-                log.warning("unknown configuration key %r ignored", key)
+                if key in KAFKA_KEYS_WITHOUT_EFFECT:
+                    without_effect.append(key)
+                else:
+                    log.warning("unknown configuration key %r ignored%s", key, _did_you_mean(key))
                 continue
             self.values[name] = _checked(definition, key, text)
             self.explicit.add(name)
+        if without_effect:
+            log.info("Kafka configuration keys without effect in minikafka: %s", ", ".join(without_effect))
+        self._resolve_unit_variants()
         self._bound = self._parse_listeners("listeners")
         self._advertised = self._parse_listeners("advertised.listeners")
         self._check_listeners()
         self.dynamic_broker: dict[str, Any] = {}
         self.dynamic_default: dict[str, Any] = {}
         self._listeners: dict[str, list[ConfigListener]] = {}
+
+    def _resolve_unit_variants(self) -> None:
+        for name, variants in UNIT_VARIANTS.items():
+            if name in self.explicit:
+                continue
+            given = [(variant, factor) for variant, factor in variants if variant in self.explicit]
+            if not given:
+                continue
+            variant, factor = given[0]
+            value = self.values[variant] * factor
+            if name in _UNLIMITED_WHEN_NEGATIVE and value < 0:
+                value = -1
+            self.values[name] = _checked(DEFINITIONS[name], variant, str(value))
+            self.explicit.add(name)
 
     def _parse_listeners(self, key: str) -> dict[str, Listener]:
         """The endpoints of ``key`` by listener name, each with its security protocol."""

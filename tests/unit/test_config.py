@@ -1,6 +1,15 @@
+import logging
+
 import pytest
 
-from minikafka.config import BrokerConfig, ConfigError, Listener, parse_listener, read_properties
+from minikafka.config import (
+    BrokerConfig,
+    ConfigError,
+    ConfigSource,
+    Listener,
+    parse_listener,
+    read_properties,
+)
 
 
 def test_defaults_are_the_embedded_broker():
@@ -110,3 +119,82 @@ def test_a_listener_of_an_unimplemented_protocol_is_refused(listeners, protocol_
 def test_bad_listener_settings_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=f"'{key}'"):
         BrokerConfig(raw)
+
+
+# Apache Kafka 3.x's config/server.properties (ZooKeeper mode), reduced to its settings.
+KAFKA_STOCK_SERVER_PROPERTIES = """\
+broker.id=0
+#listeners=PLAINTEXT://:9092
+#advertised.listeners=PLAINTEXT://your.host.name:9092
+#listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+#log.flush.interval.messages=10000
+#log.flush.interval.ms=1000
+log.retention.hours=168
+#log.retention.bytes=1073741824
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+"""
+
+
+def test_kafkas_stock_server_properties_mean_the_same_here(tmp_path, caplog):
+    path = tmp_path / "server.properties"
+    path.write_text(KAFKA_STOCK_SERVER_PROPERTIES)
+    caplog.set_level(logging.INFO, logger="minikafka.config")
+    config = BrokerConfig.load(path, ["log.retention.hours=24"])
+    assert not [record for record in caplog.records if record.levelname == "WARNING"], caplog.text
+    assert "num.network.threads" in caplog.text  # named as a Kafka key that has no effect here
+    assert config["log.retention.ms"] == 24 * 3600 * 1000
+    assert config["log.roll.ms"] == 168 * 3600 * 1000
+    assert config["log.retention.check.interval.ms"] == 300_000
+    assert config["group.initial.rebalance.delay.ms"] == 0
+    assert config.log_dirs == ["/tmp/kafka-logs"]
+    assert config.broker_id == 0 and not config.embedded
+
+
+@pytest.mark.parametrize("raw,retention_ms", [
+    ({"log.retention.hours": "1"}, 3_600_000),
+    ({"log.retention.minutes": "5", "log.retention.hours": "1"}, 300_000),
+    ({"log.retention.ms": "42", "log.retention.minutes": "5", "log.retention.hours": "1"}, 42),
+    ({"log.retention.hours": "-1"}, -1),
+    ({"log.retention.minutes": "-5"}, -1),
+    ({}, 7 * 24 * 3_600_000),
+])
+def test_retention_in_any_unit_with_kafkas_precedence(raw, retention_ms):
+    config = BrokerConfig(raw)
+    assert config["log.retention.ms"] == retention_ms
+    assert (config.source_of("log.retention.ms") == ConfigSource.STATIC_BROKER_CONFIG) == bool(raw)
+
+
+def test_roll_in_hours_unless_given_in_ms():
+    assert BrokerConfig({"log.roll.hours": "2"})["log.roll.ms"] == 7_200_000
+    assert BrokerConfig({"log.roll.hours": "2", "log.roll.ms": "1000"})["log.roll.ms"] == 1000
+    with pytest.raises(ConfigError, match="'log.roll.hours'"):
+        BrokerConfig({"log.roll.hours": "0"})
+
+
+def test_unknown_key_suggests_the_nearest_known_one(caplog):
+    BrokerConfig({"num.partition": "3", "log.retention.hour": "1", "completely.different": "x"})
+    assert "'num.partition' ignored (did you mean num.partitions?)" in caplog.text
+    assert "'log.retention.hour' ignored (did you mean log.retention.hours?)" in caplog.text
+    assert "'completely.different' ignored\n" in caplog.text + "\n"
+
+
+@pytest.mark.parametrize("text", ["zero", "1_000", "1.5", "", "12abc"])
+def test_a_number_that_does_not_parse_names_key_and_value_not_python(text):
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig({"num.partitions": text})
+    assert str(refused.value) == f"invalid value {text!r} for configuration 'num.partitions': expected a whole number"
