@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -299,6 +300,7 @@ class BrokerConfig:
         if without_effect:
             log.info("Kafka configuration keys without effect in minikafka: %s", ", ".join(without_effect))
         self._resolve_unit_variants()
+        self._check_log_dirs_distinct()
         self._bound = self._parse_listeners("listeners")
         self._advertised = self._parse_listeners("advertised.listeners")
         self._check_listeners()
@@ -319,6 +321,17 @@ class BrokerConfig:
                 value = -1
             self.values[name] = _checked(DEFINITIONS[name], variant, str(value))
             self.explicit.add(name)
+
+    def _check_log_dirs_distinct(self) -> None:
+        """Two entries naming one directory (spelt differently, or through a symlink) would have two
+        log managers share its files; refuse before anything is written."""
+        seen: dict[str, str] = {}
+        for log_dir in self.values["log.dirs"]:
+            real = os.path.realpath(log_dir)
+            if real in seen:
+                raise ConfigError(f"invalid value {','.join(self.values['log.dirs'])!r} for configuration 'log.dirs': "
+                                  f"{seen[real]!r} and {log_dir!r} are the same directory ({real})")
+            seen[real] = log_dir
 
     def _parse_listeners(self, key: str) -> dict[str, Listener]:
         """The endpoints of ``key`` by listener name, each with its security protocol."""

@@ -36,3 +36,16 @@ def test_a_listener_the_broker_cannot_secure_is_not_served_as_plaintext(tmp_path
     [error] = _error_lines(result)
     assert address in error and f"security protocol {listener}" in error
     assert not (tmp_path / "d1").exists()
+
+
+def test_a_log_dir_listed_twice_is_one_error_before_any_dir_is_written(tmp_path: Path) -> None:
+    existing = tmp_path / "disk1"
+    existing.mkdir()
+    (tmp_path / "disk1-link").symlink_to(existing)
+    dirs = [existing, tmp_path / "disk2", tmp_path / "disk1-link"]
+    result = _serve(tmp_path, f"listeners=PLAINTEXT://{HOST}:{free_port()}",
+                    "log.dirs=" + ",".join(str(d) for d in dirs))
+    assert result.returncode == 2, result.stderr
+    [error] = _error_lines(result)
+    assert "log.dirs" in error and "same directory" in error
+    assert list(existing.iterdir()) == [] and not (tmp_path / "disk2").exists()

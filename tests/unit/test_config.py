@@ -198,3 +198,18 @@ def test_a_number_that_does_not_parse_names_key_and_value_not_python(text):
     with pytest.raises(ConfigError) as refused:
         BrokerConfig({"num.partitions": text})
     assert str(refused.value) == f"invalid value {text!r} for configuration 'num.partitions': expected a whole number"
+
+
+@pytest.mark.parametrize("second", ["{d}", "{d}/", "{d}/../d1", "{link}"])
+def test_the_same_log_dir_twice_is_refused(tmp_path, second):
+    log_dir = tmp_path / "d1"
+    log_dir.mkdir()
+    (tmp_path / "link").symlink_to(log_dir)
+    other = second.format(d=log_dir, link=tmp_path / "link")
+    with pytest.raises(ConfigError, match=r"'log\.dirs': .* are the same directory") as refused:
+        BrokerConfig({"log.dirs": f"{log_dir},{tmp_path / 'd2'},{other}"})
+    assert "\n" not in str(refused.value)
+
+
+def test_distinct_log_dirs_that_do_not_exist_yet_are_fine(tmp_path):
+    assert BrokerConfig({"log.dirs": f"{tmp_path}/a,{tmp_path}/b"}).log_dirs == [f"{tmp_path}/a", f"{tmp_path}/b"]
