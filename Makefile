@@ -7,7 +7,7 @@ APT_PACKAGES := kcat
 JRE_PACKAGE := openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test unit lint bench system-deps clean
+.PHONY: run test unit lint bench system-deps clean clean-data
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
@@ -24,8 +24,11 @@ $(BIN)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@ $(BIN)/.installed
 
+# Arguments for `minikafka serve`, e.g. make run ARGS="--override listeners=PLAINTEXT://127.0.0.1:19092"
+ARGS ?=
+
 run: $(BIN)/.installed
-	$(BIN)/minikafka serve --config config/embedded.properties
+	$(BIN)/minikafka serve --config config/embedded.properties $(ARGS)
 
 # Debian packages the tests use (kcat as a client; more come with the cluster tests).
 system-deps:
@@ -48,5 +51,11 @@ unit: $(BIN)/.installed-test
 bench: $(BIN)/.installed-test system-deps
 	$(BIN)/python bench/run.py
 
+# The virtualenv only: data/ holds the topics of make run, and goes only when asked (clean-data).
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV)
+	@if [ -d data ]; then echo "kept data/ (the log dirs of make run); make clean-data deletes it"; fi
+
+clean-data:
+	@echo "deleting data/: every topic and record of make run"
+	rm -rf data

@@ -154,10 +154,13 @@ class Broker:
         port = self.config["metrics.port"]
         if port < 0:
             return
+        host = self.config["metrics.host"]
         try:
-            self._metrics_server, _ = prometheus_client.start_http_server(port, addr=self.config["metrics.host"])
+            self._metrics_server, _ = prometheus_client.start_http_server(port, addr=host)
         except OSError as exc:
             raise BrokerStartupError(f"cannot serve metrics on port {port}: {exc.strerror}") from None
+        url_host = f"[{host}]" if ":" in host else host
+        log.info("Prometheus metrics on http://%s:%d/metrics", url_host, self._metrics_server.server_port)
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
