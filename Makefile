@@ -8,7 +8,7 @@ APT_PACKAGES := kcat zookeeper
 JRE_PACKAGE := openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster test unit lint bench system-deps clean
+.PHONY: run cluster test unit lint bench system-deps clean clean-data
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
@@ -25,8 +25,11 @@ $(BIN)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@ $(BIN)/.installed
 
+# Arguments for `minikafka serve`, e.g. make run ARGS="--override listeners=PLAINTEXT://127.0.0.1:19092"
+ARGS ?=
+
 run: $(BIN)/.installed
-	$(BIN)/minikafka serve --config config/embedded.properties
+	$(BIN)/minikafka serve --config config/embedded.properties $(ARGS)
 
 # A local ZooKeeper and three brokers (config/broker-1..3.properties); Ctrl-C stops them all.
 cluster: $(BIN)/.installed system-deps
@@ -53,5 +56,11 @@ unit: $(BIN)/.installed-test
 bench: $(BIN)/.installed-test system-deps
 	$(BIN)/python bench/run.py
 
+# The virtualenv only: data/ holds the topics of make run, and goes only when asked (clean-data).
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV)
+	@if [ -d data ]; then echo "kept data/ (the log dirs of make run); make clean-data deletes it"; fi
+
+clean-data:
+	@echo "deleting data/: every topic and record of make run"
+	rm -rf data

@@ -8,8 +8,9 @@ import logging
 import os
 import signal
 import sys
+from importlib import metadata
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config import DEFINITIONS, KAFKA_KEYS_WITHOUT_EFFECT, BrokerConfig, ConfigError, format_value
 from minikafka.tools import log_dirs as log_dirs_tool
 
 log = logging.getLogger("minikafka")
@@ -17,8 +18,12 @@ log = logging.getLogger("minikafka")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="minikafka", description="A small Kafka-compatible broker built for JBOD")
+    parser.add_argument("--version", action="version", version=f"minikafka {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run a broker")
+    serve = commands.add_parser(
+        "serve", help="run a broker", description="Run a broker (with no arguments: the embedded broker of make run).",
+        epilog="Configuration keys are Apache Kafka's; `minikafka config-keys` lists every key with its default "
+               "and meaning.")
     serve.add_argument("--config", help="server.properties file")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a configuration value (repeatable)")
@@ -33,7 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     log_dirs.add_argument("--yes", action="store_true", help="confirm --recreate (the data is lost for good)")
     log_dirs_tool.add_arguments(log_dirs)
     log_dirs.add_argument("--log-level", default="WARNING")
+    commands.add_parser("config-keys", help="list every configuration key of serve, its default and meaning")
     args = parser.parse_args(argv)
+    if args.command == "config-keys":
+        print_config_keys()
+        return 0
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
@@ -41,6 +50,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "log-dirs":
         return log_dirs_command(args, parser)
     return 2
+
+
+def _version() -> str:
+    try:
+        return metadata.version("minikafka")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def print_config_keys() -> None:
+    for name, definition in DEFINITIONS.items():
+        default = format_value(definition.default)
+        dynamic = "; changeable at run time" if definition.dynamic else ""
+        print(f"{name}={'' if default is None else default}\n    {definition.doc}{dynamic}")
+    print("\nKafka keys accepted without effect: " + ", ".join(sorted(KAFKA_KEYS_WITHOUT_EFFECT)))
 
 
 def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -7,7 +7,10 @@ value that does not parse is a ``ConfigError`` naming the key.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,11 +36,52 @@ def _parse_list(text: str) -> list[str]:
 
 
 def _parse_int(text: str) -> int:
+    # Java's Long.parseLong grammar: Python's int() would also take "1_000" and explain a refusal in
+    # its own words.
+    if re.fullmatch(r"[+-]?[0-9]+", text.strip()) is None:
+        raise ValueError("expected a whole number")
     return int(text.strip())
 
 
 def _parse_str(text: str) -> str:
     return text.strip()
+
+
+# Kafka's security protocols, and the ones this broker speaks. A listener of any other is refused
+# at startup: serving it as plaintext would hand a client something other than what it asked for.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+IMPLEMENTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+
+
+def _parse_protocol_map(text: str) -> dict[str, str]:
+    """``NAME:PROTOCOL,...`` -> {NAME: PROTOCOL}, names and protocols upper-cased as Kafka does."""
+    mapping: dict[str, str] = {}
+    for entry in _parse_list(text):
+        name, sep, protocol = (part.strip().upper() for part in entry.partition(":"))
+        if not sep or not name:
+            raise ValueError(f"{entry!r} is not NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{protocol!r} is not a security protocol (one of {', '.join(SECURITY_PROTOCOLS)})")
+        if name in mapping:
+            raise ValueError(f"listener name {name} is mapped twice")
+        mapping[name] = protocol
+    return mapping
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One endpoint of ``listeners`` or ``advertised.listeners`` (``NAME://host:port``), with the
+    security protocol its name has in ``listener.security.protocol.map``. An empty host means every
+    interface."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -57,8 +101,16 @@ DEFINITIONS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
         ConfigDef("broker.id", _parse_int, 1, "id of this broker", lambda v: v >= 0, "must be >= 0"),
-        ConfigDef("listeners", _parse_list, ["PLAINTEXT://127.0.0.1:9092"], "addresses the broker listens on"),
-        ConfigDef("advertised.listeners", _parse_list, [], "addresses given to clients (default: listeners)"),
+        ConfigDef("listeners", _parse_list, ["PLAINTEXT://127.0.0.1:9092"],
+                  "addresses the broker listens on (NAME://host:port,...)", lambda v: len(v) > 0,
+                  "needs at least one listener"),
+        ConfigDef("advertised.listeners", _parse_list, [],
+                  "addresses given to clients, per listener name (default: that listener's address)"),
+        ConfigDef("listener.security.protocol.map", _parse_protocol_map,
+                  {name: name for name in SECURITY_PROTOCOLS},
+                  "security protocol of each listener name (NAME:PROTOCOL,...); only PLAINTEXT is implemented"),
+        ConfigDef("inter.broker.listener.name", _parse_str, "",
+                  "the listener other brokers connect to (default: the one named PLAINTEXT)"),
         ConfigDef("log.dirs", _parse_list, ["./data/d1", "./data/d2"], "the log directories (disks)",
                   lambda v: len(v) > 0, "needs at least one directory"),
         ConfigDef("zookeeper.connect", _parse_str, "", "ZooKeeper connection string (cluster mode)"),
@@ -71,10 +123,17 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("auto.create.topics.enable", _parse_bool, True, "create unknown topics on use"),
         ConfigDef("log.segment.bytes", _parse_int, 1 << 30, "size of a segment file before it rolls",
                   lambda v: v >= 14, "must be >= 14", dynamic=True),
-        ConfigDef("log.roll.ms", _parse_int, _WEEK_MS, "age of a segment before it rolls", lambda v: v >= 1,
-                  "must be >= 1", dynamic=True),
-        ConfigDef("log.retention.ms", _parse_int, _WEEK_MS, "age after which segments are deleted (-1: never)",
-                  lambda v: v >= -1, "must be >= -1", dynamic=True),
+        ConfigDef("log.roll.ms", _parse_int, _WEEK_MS, "age of a segment before it rolls (default: log.roll.hours)",
+                  lambda v: v >= 1, "must be >= 1", dynamic=True),
+        ConfigDef("log.roll.hours", _parse_int, 168, "log.roll.ms in hours, when log.roll.ms is not given",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("log.retention.ms", _parse_int, _WEEK_MS,
+                  "age after which segments are deleted (-1: never; default: log.retention.minutes, "
+                  "else log.retention.hours)", lambda v: v >= -1, "must be >= -1", dynamic=True),
+        ConfigDef("log.retention.minutes", _parse_int, None,
+                  "log.retention.ms in minutes, when log.retention.ms is not given (negative: never)"),
+        ConfigDef("log.retention.hours", _parse_int, 168,
+                  "log.retention.ms in hours, when neither log.retention.ms nor .minutes is given (negative: never)"),
         ConfigDef("log.retention.bytes", _parse_int, -1, "partition size above which old segments go",
                   lambda v: v >= -1, "must be >= -1", dynamic=True),
         ConfigDef("log.segment.delete.delay.ms", _parse_int, 60_000,
@@ -138,11 +197,6 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "bytes per second all moves between log dirs may copy together; changeable at run time",
                   lambda v: v >= 1, "must be >= 1", dynamic=True),
         # ---- cluster mode (zookeeper.connect) ----
-        ConfigDef("listener.security.protocol.map", _parse_str,
-                  "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-                  "the security protocol of each listener name"),
-        ConfigDef("inter.broker.listener.name", _parse_str, "",
-                  "the listener other brokers and the controller use (default: PLAINTEXT)"),
         ConfigDef("zookeeper.session.timeout.ms", _parse_int, 18000,
                   "ZooKeeper session timeout: a broker silent this long is taken for dead", lambda v: v >= 1,
                   "must be >= 1"),
@@ -182,9 +236,34 @@ DEFINITIONS: dict[str, ConfigDef] = {
     ]
 }
 
+# A key given in another unit stands for its milliseconds key when that one is not given; among
+# several, the finer unit wins (Kafka's precedence: ms, then minutes, then hours).
+UNIT_VARIANTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+}
+# Negative retention in any unit means "keep forever", which log.retention.ms spells -1.
+_UNLIMITED_WHEN_NEGATIVE = {"log.retention.ms"}
+
+# Keys of Apache Kafka's broker (most from its stock server.properties) that tune what minikafka
+# does differently or not at all. They are accepted with a note, so a Kafka configuration loads
+# without warnings, and offered as suggestions for misspelt keys.
+KAFKA_KEYS_WITHOUT_EFFECT = frozenset({
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.roll.jitter.ms", "log.roll.jitter.hours",
+})
+
 ALIASES = {"node.id": "broker.id", "log.dir": "log.dirs",
            # KIP-113's name for the move throttle.
            "intra.broker.throttled.rate": "replica.alter.log.dirs.io.max.bytes.per.second"}
+
+
+def _did_you_mean(key: str) -> str:
+    known = [*DEFINITIONS, *ALIASES, *KAFKA_KEYS_WITHOUT_EFFECT]
+    nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    return f" (did you mean {nearest[0]}?)" if nearest else ""
 
 
 def read_properties(text: str, source: str = "<string>") -> dict[str, str]:
@@ -242,26 +321,87 @@ class BrokerConfig:
         self.raw = dict(raw)
         self.explicit: set[str] = set()  # canonical names given in the file or on the command line
         self.values: dict[str, Any] = {name: d.default for name, d in DEFINITIONS.items()}
+        without_effect = []
         for key, text in raw.items():
             name = ALIASES.get(key, key)
             definition = DEFINITIONS.get(name)
             if definition is None:
-                log.warning("unknown configuration key %r ignored", key)
+                if key in KAFKA_KEYS_WITHOUT_EFFECT:
+                    without_effect.append(key)
+                else:
+                    log.warning("unknown configuration key %r ignored%s", key, _did_you_mean(key))
                 continue
             self.values[name] = _checked(definition, key, text)
             self.explicit.add(name)
+        if without_effect:
+            log.info("Kafka configuration keys without effect in minikafka: %s", ", ".join(without_effect))
+        self._resolve_unit_variants()
+        self._check_log_dirs_distinct()
+        self._bound = self._parse_listeners("listeners")
+        self._advertised = self._parse_listeners("advertised.listeners")
         self._check_listeners()
         self.dynamic_broker: dict[str, Any] = {}
         self.dynamic_default: dict[str, Any] = {}
         self._listeners: dict[str, list[ConfigListener]] = {}
 
+    def _resolve_unit_variants(self) -> None:
+        for name, variants in UNIT_VARIANTS.items():
+            if name in self.explicit:
+                continue
+            given = [(variant, factor) for variant, factor in variants if variant in self.explicit]
+            if not given:
+                continue
+            variant, factor = given[0]
+            value = self.values[variant] * factor
+            if name in _UNLIMITED_WHEN_NEGATIVE and value < 0:
+                value = -1
+            self.values[name] = _checked(DEFINITIONS[name], variant, str(value))
+            self.explicit.add(name)
+
+    def _check_log_dirs_distinct(self) -> None:
+        """Two entries naming one directory (spelt differently, or through a symlink) would have two
+        log managers share its files; refuse before anything is written."""
+        seen: dict[str, str] = {}
+        for log_dir in self.values["log.dirs"]:
+            real = os.path.realpath(log_dir)
+            if real in seen:
+                raise ConfigError(f"invalid value {','.join(self.values['log.dirs'])!r} for configuration 'log.dirs': "
+                                  f"{seen[real]!r} and {log_dir!r} are the same directory ({real})")
+            seen[real] = log_dir
+
+    def _parse_listeners(self, key: str) -> dict[str, Listener]:
+        """The endpoints of ``key`` by listener name, each with its security protocol."""
+        protocols = self.values["listener.security.protocol.map"]
+        parsed: dict[str, Listener] = {}
+        for text in self.values[key]:
+            try:
+                name, host, port = split_listener(text)
+            except ValueError as exc:
+                raise ConfigError(f"invalid value {text!r} for configuration {key!r}: {exc}") from None
+            if name in parsed:
+                raise ConfigError(f"invalid value {text!r} for configuration {key!r}: listener name {name} "
+                                  "appears twice")
+            if name not in protocols:
+                raise ConfigError(f"invalid value {text!r} for configuration {key!r}: listener name {name} has no "
+                                  "security protocol in 'listener.security.protocol.map'")
+            parsed[name] = Listener(name, protocols[name], host, port)
+        return parsed
+
     def _check_listeners(self) -> None:
-        for key in ("listeners", "advertised.listeners"):
-            for listener in self.values[key]:
-                try:
-                    parse_listener(listener)
-                except ValueError as exc:
-                    raise ConfigError(f"invalid value {listener!r} for configuration {key!r}: {exc}") from None
+        for listener in self._bound.values():
+            if listener.security_protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"listener {listener} uses security protocol {listener.security_protocol}, which minikafka "
+                    f"does not implement (only {', '.join(sorted(IMPLEMENTED_SECURITY_PROTOCOLS))}); it is refused "
+                    "rather than served as plaintext")
+        for name, listener in self._advertised.items():
+            if name not in self._bound:
+                raise ConfigError(f"invalid value {str(listener)!r} for configuration 'advertised.listeners': "
+                                  f"no listener is named {name} in 'listeners'")
+        inter_broker = self.inter_broker_listener_name
+        if inter_broker not in self._bound:
+            raise ConfigError(f"invalid value {inter_broker!r} for configuration 'inter.broker.listener.name': "
+                              f"it must name one of the listeners ({', '.join(self._bound)})")
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
@@ -341,26 +481,53 @@ class BrokerConfig:
     def embedded(self) -> bool:
         return not self.values["zookeeper.connect"]
 
+    def listeners(self) -> list[Listener]:
+        """The endpoints the broker binds (``listeners``), in the order given."""
+        return list(self._bound.values())
+
+    def advertised_listeners(self, bound_ports: Mapping[str, int] | None = None) -> list[Listener]:
+        """The endpoints given to clients and other brokers, one per listener: the entry of
+        ``advertised.listeners`` with its name, else the listener itself. An empty host is advertised
+        as 127.0.0.1, a port 0 as the one bound for that listener name (``bound_ports``)."""
+        advertised = []
+        for name, listener in self._bound.items():
+            chosen = self._advertised.get(name, listener)
+            port = chosen.port or (bound_ports or {}).get(name, 0)
+            advertised.append(dataclasses.replace(chosen, host=chosen.host or "127.0.0.1", port=port))
+        return advertised
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """Kafka's rule: ``inter.broker.listener.name``, else the listener named PLAINTEXT."""
+        return str(self.values["inter.broker.listener.name"]).upper() or "PLAINTEXT"
+
     def listener(self) -> tuple[str, int]:
-        return parse_listener(self.values["listeners"][0])
+        """(host, port) of the first listener, the one the broker binds today."""
+        first = self.listeners()[0]
+        return first.host, first.port
 
     def advertised_listener(self, bound_port: int | None = None) -> tuple[str, int]:
-        listeners = self.values["advertised.listeners"] or self.values["listeners"]
-        host, port = parse_listener(listeners[0])
-        if port == 0 and bound_port is not None:
-            port = bound_port
-        return host or "127.0.0.1", port
+        """(host, port) advertised for the first listener."""
+        first = self.listeners()[0]
+        advertised = self.advertised_listeners({first.name: bound_port or 0})[0]
+        return advertised.host, advertised.port
+
+
+def split_listener(listener: str) -> tuple[str, str, int]:
+    """``NAME://host:port`` (host may be empty or a bracketed IPv6 address) -> (NAME, host, port)."""
+    match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^\[\]/:]*):(\d+)", listener.strip())
+    if match is None:
+        raise ValueError("expected NAME://host:port")
+    port = int(match.group(3))
+    if port > 65535:
+        raise ValueError("port out of range")
+    return match.group(1).upper(), match.group(2).strip("[]"), port
 
 
 def parse_listener(listener: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (or ``NAME://host:port``) -> (host, port)."""
-    match = re.fullmatch(r"(?:[A-Za-z_][A-Za-z0-9_]*://)?\[?([^\]/]*?)\]?:(\d+)", listener.strip())
-    if match is None:
-        raise ValueError("expected NAME://host:port")
-    port = int(match.group(2))
-    if port > 65535:
-        raise ValueError("port out of range")
-    return match.group(1), port
+    """``NAME://host:port`` -> (host, port)."""
+    _, host, port = split_listener(listener)
+    return host, port
 
 
 class ConfigSource:
@@ -401,4 +568,6 @@ def format_value(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(value)
+    if isinstance(value, dict):
+        return ",".join(f"{key}:{item}" for key, item in value.items())
     return str(value)

@@ -13,12 +13,11 @@ import logging
 import os
 import socket
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import prometheus_client
 
-from minikafka.config import BrokerConfig, parse_listener
+from minikafka.config import BrokerConfig
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
@@ -62,8 +61,8 @@ class Broker:
         self.config = config
         self.failure_channel = LogDirFailureChannel()
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
-        self.listeners = listener_specs(config)
-        self.inter_broker_listener = inter_broker_listener(config, self.listeners)
+        self.listeners = config.listeners()
+        self.inter_broker_listener = config.inter_broker_listener_name
         self._server_sockets: dict[str, socket.socket] = {}
         self._connections: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
@@ -236,22 +235,20 @@ class Broker:
 
     def _advertised(self) -> dict[str, tuple[str, int, str]]:
         """listener name -> (host, port, security protocol) given to clients and other brokers."""
-        given = {spec.name: spec for spec in listener_specs(self.config, "advertised.listeners")}
-        found = {}
-        for spec in self.listeners:
-            chosen = given.get(spec.name, spec)
-            port = chosen.port or self._server_sockets[spec.name].getsockname()[1]
-            found[spec.name] = (chosen.host or "127.0.0.1", port, spec.security_protocol)
-        return found
+        bound = {name: sock.getsockname()[1] for name, sock in self._server_sockets.items()}
+        return {e.name: (e.host, e.port, e.security_protocol) for e in self.config.advertised_listeners(bound)}
 
     def _start_metrics(self) -> None:
         port = self.config["metrics.port"]
         if port < 0:
             return
+        host = self.config["metrics.host"]
         try:
-            self._metrics_server, _ = prometheus_client.start_http_server(port, addr=self.config["metrics.host"])
+            self._metrics_server, _ = prometheus_client.start_http_server(port, addr=host)
         except OSError as exc:
             raise BrokerStartupError(f"cannot serve metrics on port {port}: {exc.strerror}") from None
+        url_host = f"[{host}]" if ":" in host else host
+        log.info("Prometheus metrics on http://%s:%d/metrics", url_host, self._metrics_server.server_port)
 
     async def _accept_loop(self, listener: str) -> None:
         loop = asyncio.get_running_loop()
@@ -310,38 +307,8 @@ class Broker:
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
 
-@dataclass(frozen=True)
-class ListenerSpec:
-    name: str
-    security_protocol: str
-    host: str
-    port: int
-
-
-_STANDARD_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # The controller's requests: a cluster broker serves them, an embedded one has no controller but itself.
 CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7})
-
-
-def listener_specs(config: BrokerConfig, key: str = "listeners") -> list[ListenerSpec]:
-    """``NAME://host:port`` entries of ``key``; the name's security protocol is its own name
-    for Kafka's standard names, else what listener.security.protocol.map says."""
-    mapping = dict(item.split(":", 1) for item in config.values.get("listener.security.protocol.map", "").split(",")
-                   if ":" in item) if isinstance(config.values.get("listener.security.protocol.map"), str) else {}
-    specs = []
-    for text in config.values[key]:
-        name = text.partition("://")[0].upper() if "://" in text else "PLAINTEXT"
-        host, port = parse_listener(text)
-        specs.append(ListenerSpec(name, mapping.get(name, name if name in _STANDARD_PROTOCOLS else "PLAINTEXT"),
-                                  host, port))
-    return specs
-
-
-def inter_broker_listener(config: BrokerConfig, listeners: list[ListenerSpec]) -> str:
-    named = config.values.get("inter.broker.listener.name")
-    if named:
-        return str(named)
-    return next((spec.name for spec in listeners if spec.name == "PLAINTEXT"), listeners[0].name)
 
 
 def new_cluster_id() -> str:
