@@ -375,6 +375,19 @@ class ReplicaManager:
             self._set_offline(key, why)
         return stopped
 
+    def resign_leaderships(self) -> list[TopicPartition]:
+        """Stop leading every partition (this broker can no longer confirm it leads them: its
+        ZooKeeper session expired); they answer NOT_LEADER_OR_FOLLOWER until the controller says
+        otherwise. Returns those that were led."""
+        resigned = []
+        for key, partition in self.partitions.items():
+            if partition.is_leader:
+                partition.make_follower(-1, partition.leader_epoch, partition.isr, partition.replicas,
+                                        partition.partition_epoch)
+                self._wake(key)
+                resigned.append(key)
+        return resigned
+
     def is_offline(self, topic: str, index: int) -> bool:
         return (topic, index) in self.offline_partitions
 

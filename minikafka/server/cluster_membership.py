@@ -71,8 +71,10 @@ class ClusterMembership:
                         self.config["zookeeper.session.timeout.ms"])
         elif state == "lost":
             self._session_lost = True
-            log.error("ZooKeeper session expired: this broker's registration is gone and other brokers take over "
-                      "its leaderships; it registers again when ZooKeeper is back")
+            resigned = self.replica_manager.resign_leaderships()
+            log.error("ZooKeeper session expired: this broker's registration is gone and other brokers take over; "
+                      "it stopped leading %d partition(s) it cannot confirm, and registers again when ZooKeeper "
+                      "is back", len(resigned))
             self.controller.post(self.controller.controller_moved)
         elif state == "connected":
             if self._session_lost:
