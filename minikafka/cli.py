@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--config", help="server.properties file")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a configuration value (repeatable)")
-    serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--log-level", default=os.environ.get("MINIKAFKA_LOG_LEVEL", "INFO"))
     log_dirs = commands.add_parser("log-dirs", help="operate on the log dirs of a broker")
     log_dirs.add_argument("--config", help="server.properties file of the broker")
     log_dirs.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",

@@ -31,7 +31,7 @@ from minikafka.controller.topics import (
 )
 from minikafka.metadata_cache import MetadataCache
 from minikafka.topic_config import InvalidTopicConfig, validate_topic_configs
-from minikafka.zk.kafka_zk import KafkaZk, StaleState, TopicAssignment
+from minikafka.zk.kafka_zk import KafkaZk, StaleState, TopicAssignment, topic_path
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,11 @@ class ZkClusterAdmin(ClusterControl):
             return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted"
         await self.zk.mark_topic_for_deletion(name)
         log.info("topic %s marked for deletion", name)
+        # Answered once the controller has finished (the name is free again), as Kafka does.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PROPAGATION_WAIT_S
+        while loop.time() < deadline and await self.zk.exists(topic_path(name)) is not None:
+            await asyncio.sleep(0.05)
         await self._await(lambda: self.metadata.topic(name) is None)
         return ErrorCode.NONE, None
 

@@ -392,6 +392,7 @@ class ZkController:
             return None
         state.shutting_down.add(broker)
         changed: dict[TopicPartition, PartitionRecord] = {}
+        moved = 0
         for tp in state.partitions_of(broker):
             record = state.partitions[tp]
             if len(state.replicas(tp)) < 2:
@@ -402,6 +403,7 @@ class ZkController:
                     continue
                 new_state = replace(record.state, leader=chosen.leader, isr=chosen.isr,
                                     leader_epoch=record.state.leader_epoch + 1)
+                moved += 1
             elif broker in record.state.isr:
                 new_state = replace(record.state, isr=elections.without_replica(record.state.isr, broker),
                                     leader_epoch=record.state.leader_epoch + 1)
@@ -411,9 +413,12 @@ class ZkController:
             if updated is not None:
                 changed[tp] = updated
         self._tell_replicas(changed)
+        # The leaving broker stops following too, so it does not fetch its way back into an ISR.
+        self._send_stop_replica(broker, [tp for tp in state.partitions_of(broker)
+                                         if state.partitions[tp].state.leader != broker], delete=False)
         remaining = sorted(tp for tp in state.partitions_of(broker) if state.partitions[tp].state.leader == broker)
         log.info("broker %d is shutting down: moved %d leadership(s); it still leads %d partition(s)", broker,
-                 sum(1 for r in changed.values() if r.state.leader != broker), len(remaining))
+                 moved, len(remaining))
         return remaining
 
     async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:

@@ -44,15 +44,18 @@ class BrokerClient:
     async def request(self, api_key: int, version: int, body: Mapping[str, Any], timeout_s: float) -> Message:
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._exchange(api_key, version, body), timeout_s)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
+                # that arrives as the answer does, and a fetcher told to stop would fetch on.
+                async with asyncio.timeout(timeout_s):
+                    return await self._exchange(api_key, version, body)
             except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, MalformedResponse) as exc:
                 self.close()
                 raise BrokerUnreachable(f"broker at {self.address}: {exc!r}") from exc
 
     async def _exchange(self, api_key: int, version: int, body: Mapping[str, Any]) -> Message:
         if self._writer is None:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+            async with asyncio.timeout(self.connect_timeout_s):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         assert self._reader is not None
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         self._writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))

@@ -64,12 +64,13 @@ class LeaderFetcher:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     fetched_bytes: int = 0
+    stopped: bool = False
 
     async def run(self) -> None:
         client: BrokerClient | None = None
         failing = False
         try:
-            while True:
+            while not self.stopped:
                 if not self.partitions:
                     self.changed.clear()
                     await self.changed.wait()
@@ -100,8 +101,9 @@ class LeaderFetcher:
 
     async def _pause(self) -> None:
         self.changed.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), self.config.backoff_ms / 1000)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.config.backoff_ms / 1000):
+                await self.changed.wait()
 
     async def _truncate(self, client: BrokerClient) -> bool:
         """Truncate every newly followed partition to the leader's history; True if any was
@@ -268,6 +270,8 @@ class ReplicaFetcherManager:
 
     async def shutdown(self) -> None:
         tasks = [f.task for f in self._fetchers.values() if f.task is not None]
+        for fetcher in self._fetchers.values():
+            fetcher.stopped = True
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

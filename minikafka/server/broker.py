@@ -107,6 +107,7 @@ class Broker:
         self.mover.start()
         self.group_coordinator = self._start_group_coordinator()
         self._listen()
+        self._start_metrics()
         advertised = self._advertised()
         host, port = advertised[self.listeners[0].name][:2]
         commands = None
@@ -121,7 +122,6 @@ class Broker:
             inter_broker_listener=self.inter_broker_listener,
             broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1,
             cluster_controller=self.membership.controller if self.membership is not None else None)
-        self._start_metrics()
         loop = asyncio.get_running_loop()
         self._background = [
             loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
@@ -293,12 +293,16 @@ class Broker:
             sock.close()
         for task in list(self._connections):
             task.cancel()
+        log.debug("stop: waiting for connections")
         await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
         self.group_coordinator.shutdown()
+        log.debug("stop: fetchers")
         if self.fetchers is not None:
             await self.fetchers.shutdown()
+        log.debug("stop: membership")
         if self.membership is not None:
             await self.membership.stop()
+        log.debug("stop: dir failures")
         await self.dir_failures.stop()
         await self.mover.stop()
         self.log_manager.shutdown()

@@ -28,6 +28,7 @@ CLUSTER_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "controlled.shutdown.retry.backoff.ms": "500",
     "log.dir.check.interval.ms": "200",
+    "metrics.port": "-1",  # one free port less to race for per broker
 }
 
 

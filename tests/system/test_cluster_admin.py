@@ -1,0 +1,94 @@
+"""Operating a cluster through any broker: a clean stop (SIGTERM) moves leadership first,
+preferred leaders come back on request (ElectLeaders, from kafka-python and confluent-kafka),
+and a deleted topic leaves every broker's metadata and disks."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.integration.broker_process import wait_until
+from tests.system.cluster import Cluster
+
+TOPIC = "managed"
+PARTITIONS = 3
+
+
+def _admin(cluster: Cluster) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+
+
+def _create(cluster: Cluster, name: str = TOPIC) -> None:
+    admin = _admin(cluster)
+    try:
+        admin.create_topics([NewTopic(name, PARTITIONS, 3)])
+    finally:
+        admin.close()
+    cluster.wait_for_leaders(name, PARTITIONS, isr_size=3)
+
+
+def test_sigterm_moves_leadership_before_the_broker_stops(cluster: Cluster) -> None:
+    _create(cluster)
+    victim = cluster.leader(TOPIC, 0)
+    led = [p for p in range(PARTITIONS) if cluster.leader(TOPIC, p) == victim]
+    assert cluster.brokers[victim].stop() == 0
+    survivor = next(b for b in cluster.brokers.values() if b.is_running())
+    # No wait for a session to expire: the controller moved the leaderships during the stop.
+    after = cluster.partitions(TOPIC, survivor)
+    assert all(after[p].leader_id not in (victim, -1) for p in led), after
+    wait_until(lambda: all(victim not in p.isr_nodes for p in cluster.partitions(TOPIC, survivor).values()), 10,
+               interval=0.1, what="the stopped broker out of every ISR")
+    # Said by the controller of that moment (the victim itself, when it was the controller).
+    said = f"broker {victim} is shutting down: moved {len(led)} leadership(s)"
+    assert any(said in b.stderr_text() for b in cluster.brokers.values())
+    assert "controlled shutdown done" in cluster.brokers[victim].stderr_text()
+
+
+def test_preferred_leaders_come_back_on_request(cluster: Cluster) -> None:
+    _create(cluster)
+    preferred = {p: cluster.partitions(TOPIC)[p].replica_nodes[0] for p in range(PARTITIONS)}
+    victim = preferred[0]
+    assert cluster.brokers[victim].stop() == 0
+    cluster.brokers[victim].start()
+    cluster.wait_for_leaders(TOPIC, PARTITIONS, isr_size=3)
+    assert cluster.leader(TOPIC, 0) != victim, "leadership stays where it moved until an election"
+
+    admin = _admin(cluster)
+    try:
+        admin.elect_leaders(0, {TOPIC: [0]})
+    finally:
+        admin.close()
+    wait_until(lambda: cluster.leader(TOPIC, 0) == victim, 15, interval=0.1, what="the preferred leader back")
+
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = confluent.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    results = futures.result(timeout=30)
+    for tp, error in results.items():
+        # Partitions already led by their preferred replica answer ELECTION_NOT_NEEDED.
+        assert error is None or error.name() == "ELECTION_NOT_NEEDED", (tp, error)
+    wait_until(lambda: all(cluster.leader(TOPIC, p) == preferred[p] for p in range(PARTITIONS)), 15, interval=0.1,
+               what="every preferred leader back")
+
+
+def test_a_deleted_topic_leaves_every_broker(cluster: Cluster) -> None:
+    _create(cluster, "doomed")
+    dirs = [d for b in cluster.brokers.values() for d in b.partition_dirs() if d.startswith("doomed-")]
+    assert len(dirs) == PARTITIONS * 3
+    admin = _admin(cluster)
+    try:
+        admin.delete_topics(["doomed"])
+    finally:
+        admin.close()
+
+    def gone_everywhere() -> bool:
+        return all("doomed" not in {t.name for t in cluster.metadata(via=b).topics} for b in cluster.brokers.values())
+
+    wait_until(gone_everywhere, 30, interval=0.1, what="the topic gone from every broker's metadata")
+    wait_until(lambda: not any(d.startswith("doomed-") for b in cluster.brokers.values() for d in b.partition_dirs()),
+               30, interval=0.1, what="every replica's directory renamed for deletion")
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        assert all(pool.map(lambda b: b.is_running(), cluster.brokers.values()))
+    _create(cluster, "doomed")  # the name is free again
