@@ -44,12 +44,21 @@ def _zookeeper_answers(port: int) -> bool:
         return False
 
 
+def _zookeeper_port(config: Path) -> int:
+    for line in config.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "clientPort":
+            return int(value)
+    return 2181
+
+
 def main() -> int:
     if not ZK_SERVER.exists():
         print(f"{ZK_SERVER} is missing: install Debian's zookeeper package (apt-get install zookeeper)",
               file=sys.stderr)
         return 1
     Path("data/zookeeper").mkdir(parents=True, exist_ok=True)
+    zookeeper_port = _zookeeper_port(Path("config/zookeeper.properties"))
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     zookeeper = _spawn("zookeeper", [str(ZK_SERVER), "start-foreground", os.path.abspath("config/zookeeper.properties")],
@@ -58,14 +67,14 @@ def main() -> int:
     brokers: list[subprocess.Popen[bytes]] = []
     try:
         deadline = time.monotonic() + 30
-        while not _zookeeper_answers(2181):
+        while not _zookeeper_answers(zookeeper_port):
             if zookeeper.poll() is not None or time.monotonic() > deadline:
-                print("ZooKeeper did not start on 127.0.0.1:2181 (is the port taken?)", file=sys.stderr)
+                print(f"ZooKeeper did not start on 127.0.0.1:{zookeeper_port} (is the port taken?)", file=sys.stderr)
                 return 1
             time.sleep(0.2)
         for index, config in enumerate(BROKER_CONFIGS, start=1):
             brokers.append(_spawn(f"broker-{index}", [sys.executable, "-m", "minikafka", "serve", "--config", config]))
-        print("cluster up: bootstrap 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 (Ctrl-C stops it)", flush=True)
+        print("cluster up: ZooKeeper and three brokers started (Ctrl-C stops them all)", flush=True)
         while not stopping.is_set() and all(b.poll() is None for b in brokers):
             stopping.wait(0.5)
     except KeyboardInterrupt:

@@ -78,7 +78,7 @@ def test_make_run_takes_overrides_and_logs_where_it_serves_and_its_metrics(check
             metrics = re.search(r"metrics on (http://\S+/metrics)", output.read_text())
         log = output.read_text()
         assert metrics is not None, log
-        assert f"serving on 127.0.0.1:{port}" in log
+        assert f"serving on PLAINTEXT://127.0.0.1:{port}" in log
         with urllib.request.urlopen(metrics.group(1), timeout=10) as response:
             assert b"minikafka_log_dir_bytes" in response.read()
         assert (checkout / "data" / "d1" / "meta.properties").exists()

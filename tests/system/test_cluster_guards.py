@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from protocol import encode_request, parse_response
 from protocol.errors import ErrorCode
 from tests.integration.broker_process import HOST, BrokerNotReady, BrokerProcess, free_port
+from tests.integration.disk_faults import records_blob
 from tests.system.cluster import CLUSTER_SETTINGS, Cluster
 
 LEADER_AND_ISR = 4
@@ -118,3 +119,23 @@ def test_unreachable_zookeeper_at_startup_is_a_clear_error(tmp_path: Path) -> No
         assert f"cannot connect to ZooKeeper at {HOST}:{port} within zookeeper.connection.timeout.ms=1500" in text
     finally:
         lonely.close()
+
+
+def test_a_follower_answers_produce_with_the_current_leader(cluster: Cluster) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(TOPIC, 1, 3)])
+    finally:
+        admin.close()
+    cluster.wait_for_leaders(TOPIC, 1, isr_size=3)
+    state = cluster.partitions(TOPIC)[0]
+    follower = next(b for b in cluster.brokers if b != state.leader_id)
+    answer = _request(cluster.brokers[follower].port, 0, 10, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+        "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": records_blob(b"x")}]}]})
+    (partition,) = answer.responses[0].partition_responses
+    assert partition.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (
+        state.leader_id, state.leader_epoch)
+    (endpoint,) = answer.node_endpoints
+    assert (endpoint.node_id, endpoint.port) == (state.leader_id, cluster.brokers[state.leader_id].port)

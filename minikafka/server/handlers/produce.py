@@ -24,8 +24,10 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     responses = []
     replicating: list[Awaitable[None]] = []
     layout: list[tuple[Any, list[tuple[int, ProduceResult]]]] = []
+    names: list[str | None] = []
     for topic_data in body.topic_data:
         name = await _topic_name(topic_data, by_id, ctx)
+        names.append(name)
         partitions: list[tuple[int, ProduceResult]] = []
         for data in topic_data.partition_data:
             if acks not in (-1, 0, 1):
@@ -49,17 +51,30 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
         await asyncio.gather(*replicating)
     if acks == 0:
         return None
-    for topic_data, partitions in layout:
+    leaders: set[int] = set()
+    for (topic_data, partitions), name in zip(layout, names, strict=True):
+        answers = []
+        for index, result in partitions:
+            answer = {
+                "index": index,
+                "error_code": result.error,
+                "base_offset": result.base_offset if result.error == ErrorCode.NONE else -1,
+                "log_append_time_ms": result.log_append_time_ms,
+                "log_start_offset": result.log_start_offset,
+                "error_message": result.error_message,
+            }
+            # KIP-951: tell the client where the partition went, so it need not ask Metadata first.
+            state = ctx.metadata.partition(name, index) if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER \
+                and name is not None else None
+            if state is not None and state.available:
+                answer["current_leader"] = {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+                leaders.add(state.leader)
+            answers.append(answer)
         responses.append({"name": topic_data.get("name"), "topic_id": topic_data.get("topic_id"),
-                          "partition_responses": [{
-                              "index": index,
-                              "error_code": result.error,
-                              "base_offset": result.base_offset if result.error == ErrorCode.NONE else -1,
-                              "log_append_time_ms": result.log_append_time_ms,
-                              "log_start_offset": result.log_start_offset,
-                              "error_message": result.error_message,
-                          } for index, result in partitions]})
-    return {"responses": responses, "throttle_time_ms": 0}
+                          "partition_responses": answers})
+    endpoints = [ctx.metadata.broker(b, ctx.listener_name) for b in sorted(leaders)]
+    return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": [
+        {"node_id": e.broker_id, "host": e.host, "port": e.port, "rack": e.rack} for e in endpoints if e is not None]}
 
 
 async def _topic_name(topic_data: Any, by_id: bool, ctx: BrokerContext) -> str | None:

@@ -1,0 +1,158 @@
+"""Cluster figures (make bench): a real ZooKeeper and three real brokers on this machine.
+
+1. Produce MiB/s, RF 3 acks=all (min.insync.replicas=2) against RF 1 acks=1, interleaved runs.
+2. Failover: kill -9 the leader of a partition under a one-at-a-time acks=all producer; the time
+   from the kill to the first acknowledged produce on its successor, and that time less the
+   ZooKeeper session timeout (a dead broker is noticed when its session expires).
+3. Catch-up: a follower is down while the leader takes N MiB; the time from its restart until
+   it is back in the ISR, against a plain copy of the same segment files on this disk.
+
+Prints a markdown report. Usage: .venv/bin/python bench/bench_cluster.py [--mib M] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import confluent_kafka  # noqa: E402
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+
+from bench.run import MiB, produce  # noqa: E402
+from tests.integration.broker_process import wait_until  # noqa: E402
+from tests.system.cluster import Cluster  # noqa: E402
+from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
+
+SESSION_TIMEOUT_MS = 4000
+
+
+def create(cluster: Cluster, name: str, partitions: int, replication: int, **configs: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, replication, topic_configs=configs)])
+    finally:
+        admin.close()
+    cluster.wait_for_leaders(name, partitions, isr_size=replication)
+
+
+def throughput(cluster: Cluster, records: int, repeat: int) -> list[str]:
+    rates: dict[str, list[float]] = {"RF 1, acks=1": [], "RF 3, acks=all": []}
+    for run in range(repeat):
+        for label, replication, acks in (("RF 1, acks=1", 1, "1"), ("RF 3, acks=all", 3, "all")):
+            topic = f"throughput-rf{replication}-{run}"
+            create(cluster, topic, 3, replication, **{"min.insync.replicas": "2" if replication == 3 else "1"})
+            rates[label].append(produce(cluster.bootstrap, topic, 3, records, 1024, acks, 300).mib_per_s)
+            print(f"{label} run {run}: {rates[label][-1]:.1f} MiB/s", file=sys.stderr, flush=True)
+    base, replicated = (statistics.median(rates[k]) for k in ("RF 1, acks=1", "RF 3, acks=all"))
+    return [
+        f"### Produce, 3 partitions, {records} records of 1 KiB per run, median of {repeat}\n",
+        "| topic | MiB/s (median) | runs |", "|---|---:|---|",
+        *(f"| {label} | {statistics.median(v):.1f} | {', '.join(f'{x:.0f}' for x in v)} |" for label, v in rates.items()),
+        f"\nRF 3 acks=all / RF 1 acks=1 = **{replicated / base:.2f}** (aim: at least 0.5)\n",
+    ]
+
+
+def one_failover(cluster: Cluster, topic: str) -> float:
+    """Seconds from kill -9 of the partition's leader to the first acknowledged produce."""
+    create(cluster, topic, 1, 3, **{"min.insync.replicas": "2"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                         "retry.backoff.ms": 10, "retry.backoff.max.ms": 50,
+                                         "topic.metadata.refresh.interval.ms": 100, "linger.ms": 0})
+    producer.produce(topic, b"warm-up")
+    producer.flush(30)
+    victim = cluster.leader(topic, 0)
+    acked: list[float] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is None:
+            acked.append(time.monotonic())
+
+    killed = time.monotonic()
+    cluster.brokers[victim].kill9()
+    while not acked and time.monotonic() < killed + 60:
+        producer.produce(topic, b"after", on_delivery=delivered)
+        producer.flush(1)
+    if not acked:
+        raise RuntimeError("no acknowledged produce within 60 s of the kill")
+    cluster.brokers[victim].start()
+    cluster.wait_for_leaders(topic, 1, isr_size=3, timeout=60)
+    return acked[0] - killed
+
+
+def failover(cluster: Cluster, repeat: int) -> list[str]:
+    durations: list[float] = []
+    for run in range(repeat):
+        durations.append(one_failover(cluster, f"failover-{run}"))
+        print(f"failover run {run}: {durations[-1]:.2f} s", file=sys.stderr, flush=True)
+    mid = statistics.median(durations)
+    return [
+        f"### Failover, median of {repeat}\n",
+        f"kill -9 of the leader to the first acknowledged acks=all produce on its successor: **{mid:.2f} s** "
+        f"(runs: {', '.join(f'{d:.2f}' for d in durations)}); zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, so "
+        f"**{mid - SESSION_TIMEOUT_MS / 1000:.2f} s** after the session expires (aim: under 1 s)\n",
+    ]
+
+
+def catch_up(cluster: Cluster, mib: int) -> list[str]:
+    topic = "catch-up"
+    create(cluster, topic, 1, 3, **{"min.insync.replicas": "1"})
+    leader = cluster.leader(topic, 0)
+    follower = next(b for b in cluster.brokers if b != leader)
+    cluster.brokers[follower].kill9()
+    produce(cluster.bootstrap, topic, 1, mib * 1024, 1024, "1", 300)
+    restarted = time.monotonic()
+    cluster.brokers[follower].start()
+    wait_until(lambda: follower in cluster.partitions(topic)[0].isr_nodes, 600, interval=0.05,
+               what="the follower back in the ISR")
+    replicated = time.monotonic() - restarted
+    source = cluster.brokers[leader].partition_dirs()[f"{topic}-0"] / f"{topic}-0"
+    size = sum(f.stat().st_size for f in source.glob("*.log"))
+    with tempfile.TemporaryDirectory(dir=source.parent.parent) as target:
+        started = time.monotonic()
+        for segment in source.glob("*.log"):
+            shutil.copyfile(segment, Path(target) / segment.name)
+        copied = time.monotonic() - started
+    return [
+        f"### Catch-up of a follower that missed {size / MiB:.0f} MiB\n",
+        "| what | seconds | MiB/s |", "|---|---:|---:|",
+        f"| restart to back in the ISR (includes its startup) | {replicated:.2f} | {size / MiB / replicated:.0f} |",
+        f"| plain copy of the same segment files (shutil.copyfile) | {copied:.2f} | {size / MiB / copied:.0f} |",
+        "",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000, help="records per throughput run")
+    parser.add_argument("--mib", type=int, default=256, help="MiB a follower misses in the catch-up run")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="minikafka-bench-cluster-") as tmp:
+        zookeeper = ZooKeeperProcess(Path(tmp) / "zookeeper")
+        cluster = Cluster(Path(tmp), zookeeper, overrides={
+            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "auto.create.topics.enable": "false",
+            "replica.fetch.max.bytes": str(8 * MiB), "replica.fetch.response.max.bytes": str(32 * MiB)})
+        try:
+            zookeeper.start()
+            cluster.start()
+            report = ["## Cluster: ZooKeeper and three brokers on this machine (bench/bench_cluster.py)\n"]
+            report += throughput(cluster, args.records, args.repeat)
+            report += failover(cluster, args.repeat)
+            report += catch_up(cluster, args.mib)
+        finally:
+            cluster.close()
+            zookeeper.close()
+    print("\n".join(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
