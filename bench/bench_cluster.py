@@ -107,6 +107,9 @@ def catch_up(cluster: Cluster, mib: int) -> list[str]:
     leader = cluster.leader(topic, 0)
     follower = next(b for b in cluster.brokers if b != leader)
     cluster.brokers[follower].kill9()
+    # Once its session has expired, so the restart below does not wait for that.
+    wait_until(lambda: follower not in {b.node_id for b in cluster.metadata().brokers}, 60, interval=0.1,
+               what="the stopped follower gone from Metadata")
     produce(cluster.bootstrap, topic, 1, mib * 1024, 1024, "1", 300)
     restarted = time.monotonic()
     cluster.brokers[follower].start()
@@ -147,6 +150,9 @@ def main() -> int:
             report += throughput(cluster, args.records, args.repeat)
             report += failover(cluster, args.repeat)
             report += catch_up(cluster, args.mib)
+        except BaseException:
+            print(cluster.stderr(), file=sys.stderr)
+            raise
         finally:
             cluster.close()
             zookeeper.close()

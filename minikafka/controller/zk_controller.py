@@ -17,6 +17,7 @@ the controller resign and stand again for election, which re-reads everything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -107,6 +108,9 @@ class ZkController:
                 log.error("controller event failed (%s: %s); resigning and standing for election again",
                           type(exc).__name__, exc, exc_info=not isinstance(exc, (OSError, StaleState)))
                 await self._resign()
+                # Give up /controller too, as Kafka's controller does, so that an election runs.
+                with contextlib.suppress(Exception):
+                    await self.zk.resign_controller(self.broker_id)
                 await asyncio.sleep(0.5)
                 self.post(self._elect)
 

@@ -21,7 +21,7 @@ from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import Partition, ReplicaManager
 from minikafka.topic_config import log_config_for
-from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState
+from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LeaderIsr, StaleState
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -49,13 +49,32 @@ class ClusterMembership:
         self.controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None
 
     async def start(self) -> None:
-        self.broker_epoch = await self.zk.register_broker(self.registration)
+        self.broker_epoch = await self._register()
         log.info("registered broker %d in ZooKeeper (broker epoch %d)", self.broker_id, self.broker_epoch)
         self.zk.on_state(self._session_state)
         self.replica_manager.propose_isr = self.propose_isr
         self._seen_config_changes = {name for name, _ in await self.zk.config_changes(self._config_changed)}
         await self._apply_broker_configs()
         self.controller.start()
+
+    async def _register(self) -> int:
+        """Register; a registration left by this broker's previous process (killed before its
+        session ended) expires within the session timeout, so wait that long before calling
+        the id taken by another live broker."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config["zookeeper.session.timeout.ms"] * 1.5 / 1000
+        waited = False
+        while True:
+            try:
+                return await self.zk.register_broker(self.registration)
+            except BrokerIdTaken:
+                if loop.time() >= deadline:
+                    raise
+                if not waited:
+                    waited = True
+                    log.info("broker.id %d is still registered by an earlier session (this broker's previous "
+                             "run?); waiting up to the session timeout for it to expire", self.broker_id)
+                await asyncio.sleep(0.5)
 
     def _spawn(self, work: Callable[[], object]) -> None:
         task = asyncio.get_running_loop().create_task(work())  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 from kazoo.protocol.states import ZnodeStat
 
 log = logging.getLogger(__name__)
@@ -312,6 +312,7 @@ class KafkaZk:
         transaction = self.client.transaction()
         ops(transaction)
         results = await self._call(transaction.commit_async())
+        # The op that failed says why; the others only say they were rolled back with it.
         for result in results:
             if isinstance(result, BadVersionError):
                 raise StaleState("a znode changed since it was read")
@@ -319,7 +320,8 @@ class KafkaZk:
                 raise StaleState("a znode was deleted since it was read")
             if isinstance(result, NodeExistsError):
                 raise StaleState("a znode was created since it was read")
-            if isinstance(result, Exception):
+        for result in results:
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
                 raise result
         return results
 
@@ -387,6 +389,15 @@ class KafkaZk:
                 return epoch, await self.set("/controller_epoch", str(epoch).encode(), got[1].version)
             except StaleState:
                 continue
+
+    async def resign_controller(self, broker_id: int) -> None:
+        """Delete /controller if this broker holds it, so that a new election runs."""
+        got = await self.get("/controller")
+        if got is not None and int(_load("/controller", got[0])["brokerid"]) == broker_id:
+            try:
+                await self._call(self.client.delete_async("/controller", got[1].version))
+            except (NoNodeError, BadVersionError):
+                pass
 
     # -- topics and partitions ---------------------------------------------------------------
     async def topic_names(self, watch: Watch | None = None) -> list[str]:
