@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -574,6 +573,3 @@ class ZkController:
             "controller_id": self.broker_id, "controller_epoch": self.state.epoch,
             "topic_states": [{"topic_name": name, "partition_states": ps} for name, ps in by_topic.items()]})
 
-
-def new_topic_id() -> uuid.UUID:
-    return uuid.uuid4()

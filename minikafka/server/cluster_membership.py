@@ -171,6 +171,7 @@ class ClusterMembership:
                 configs = await self.zk.entity_configs("topics", entity_name) or {}
                 self._topic_configs[entity_name] = configs
                 self.replica_manager.update_config(entity_name, log_config_for(configs, self.config))
+                log.info("configs of topic %s are now %s", entity_name, configs)
             elif kind == "brokers":
                 await self._apply_broker_configs()
 

@@ -157,6 +157,8 @@ class ControllerCommands:
             metadata.update_partitions(name, topic_id, states)
         for name in deleted:
             metadata.remove_topic(name)
+            # Every coordinator drops the deleted topic's committed offsets, hosting it or not.
+            self.groups.on_topic_deleted(name)
 
     def stop_replica(self, commands: Sequence[StopCommand]) -> dict[TopicPartition, ErrorCode]:
         results: dict[TopicPartition, ErrorCode] = {}
@@ -170,7 +172,5 @@ class ControllerCommands:
             self.replica_manager.stop_replica(command.topic, command.index, command.delete)
             if command.topic == OFFSETS_TOPIC:
                 self.groups.leadership_changed(command.index, False)
-            if command.delete:
-                self.groups.on_topic_deleted(command.topic)
             results[key] = ErrorCode.NONE
         return results

@@ -8,7 +8,8 @@ import concurrent.futures
 
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka.admin import KafkaAdminClient, NewTopic
+from confluent_kafka.admin import ConfigResource as Resource
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 from tests.integration.broker_process import wait_until
 from tests.system.cluster import Cluster
@@ -92,3 +93,20 @@ def test_a_deleted_topic_leaves_every_broker(cluster: Cluster) -> None:
     with concurrent.futures.ThreadPoolExecutor() as pool:
         assert all(pool.map(lambda b: b.is_running(), cluster.brokers.values()))
     _create(cluster, "doomed")  # the name is free again
+
+
+def test_a_topic_config_changed_through_one_broker_reaches_every_broker(cluster: Cluster) -> None:
+    _create(cluster)
+    admin = _admin(cluster)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={"retention.ms": "123456"})])
+    finally:
+        admin.close()
+    for broker in cluster.brokers.values():
+        confluent = AdminClient({"bootstrap.servers": broker.bootstrap})
+        (future,) = confluent.describe_configs([Resource("topic", TOPIC)]).values()
+        assert future.result(timeout=20)["retention.ms"].value == "123456"
+    # Each broker's replicas follow (a config change notification, read by every broker).
+    for broker in cluster.brokers.values():
+        wait_until(lambda broker=broker: "configs of topic managed are now {'retention.ms': '123456'}"
+                   in broker.stderr_text(), 15, what=f"broker {broker.broker_id} applying the change")
