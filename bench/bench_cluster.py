@@ -24,7 +24,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import confluent_kafka  # noqa: E402
-from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 
 from bench.run import MiB, produce  # noqa: E402
 from tests.integration.broker_process import wait_until  # noqa: E402
@@ -34,21 +33,13 @@ from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
 SESSION_TIMEOUT_MS = 4000
 
 
-def create(cluster: Cluster, name: str, partitions: int, replication: int, **configs: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics([NewTopic(name, partitions, replication, topic_configs=configs)])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(name, partitions, isr_size=replication)
-
 
 def throughput(cluster: Cluster, records: int, repeat: int) -> list[str]:
     rates: dict[str, list[float]] = {"RF 1, acks=1": [], "RF 3, acks=all": []}
     for run in range(repeat):
         for label, replication, acks in (("RF 1, acks=1", 1, "1"), ("RF 3, acks=all", 3, "all")):
             topic = f"throughput-rf{replication}-{run}"
-            create(cluster, topic, 3, replication, **{"min.insync.replicas": "2" if replication == 3 else "1"})
+            cluster.create_topic(topic, 3, replication, **{"min.insync.replicas": "2" if replication == 3 else "1"})
             rates[label].append(produce(cluster.bootstrap, topic, 3, records, 1024, acks, 300).mib_per_s)
             print(f"{label} run {run}: {rates[label][-1]:.1f} MiB/s", file=sys.stderr, flush=True)
     base, replicated = (statistics.median(rates[k]) for k in ("RF 1, acks=1", "RF 3, acks=all"))
@@ -62,7 +53,7 @@ def throughput(cluster: Cluster, records: int, repeat: int) -> list[str]:
 
 def one_failover(cluster: Cluster, topic: str) -> float:
     """Seconds from kill -9 of the partition's leader to the first acknowledged produce."""
-    create(cluster, topic, 1, 3, **{"min.insync.replicas": "2"})
+    cluster.create_topic(topic, 1, 3, **{"min.insync.replicas": "2"})
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                                          "retry.backoff.ms": 10, "retry.backoff.max.ms": 50,
                                          "topic.metadata.refresh.interval.ms": 100, "linger.ms": 0})
@@ -103,7 +94,7 @@ def failover(cluster: Cluster, repeat: int) -> list[str]:
 
 def catch_up(cluster: Cluster, mib: int) -> list[str]:
     topic = "catch-up"
-    create(cluster, topic, 1, 3, **{"min.insync.replicas": "1"})
+    cluster.create_topic(topic, 1, 3, **{"min.insync.replicas": "1"})
     leader = cluster.leader(topic, 0)
     follower = next(b for b in cluster.brokers if b != leader)
     cluster.brokers[follower].kill9()

@@ -13,6 +13,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from kafka.admin import KafkaAdminClient, NewTopic
+
 from tests.integration.broker_process import HOST, BrokerProcess, KafkaWire, free_port, wait_until
 from tests.system.zookeeper import ZooKeeperProcess
 
@@ -75,6 +77,16 @@ class Cluster:
 
     def controller_id(self) -> int:
         return self.metadata().controller_id
+
+    def create_topic(self, name: str, partitions: int, replication: int, **configs: str) -> None:
+        """CreateTopics through kafka-python's admin client; returns once every partition has a
+        leader and a full ISR."""
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.create_topics([NewTopic(name, partitions, replication, topic_configs=configs)])
+        finally:
+            admin.close()
+        self.wait_for_leaders(name, partitions, isr_size=replication)
 
     def wait_for_leaders(self, topic: str, count: int, isr_size: int | None = None, timeout: float = 30) -> None:
         def ready() -> bool:

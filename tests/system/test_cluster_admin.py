@@ -9,7 +9,7 @@ import concurrent.futures
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ConfigResource as Resource
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from tests.integration.broker_process import wait_until
 from tests.system.cluster import Cluster
@@ -22,17 +22,8 @@ def _admin(cluster: Cluster) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
 
 
-def _create(cluster: Cluster, name: str = TOPIC) -> None:
-    admin = _admin(cluster)
-    try:
-        admin.create_topics([NewTopic(name, PARTITIONS, 3)])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(name, PARTITIONS, isr_size=3)
-
-
 def test_sigterm_moves_leadership_before_the_broker_stops(cluster: Cluster) -> None:
-    _create(cluster)
+    cluster.create_topic(TOPIC, PARTITIONS, 3)
     victim = cluster.leader(TOPIC, 0)
     led = [p for p in range(PARTITIONS) if cluster.leader(TOPIC, p) == victim]
     assert cluster.brokers[victim].stop() == 0
@@ -49,7 +40,7 @@ def test_sigterm_moves_leadership_before_the_broker_stops(cluster: Cluster) -> N
 
 
 def test_preferred_leaders_come_back_on_request(cluster: Cluster) -> None:
-    _create(cluster)
+    cluster.create_topic(TOPIC, PARTITIONS, 3)
     preferred = {p: cluster.partitions(TOPIC)[p].replica_nodes[0] for p in range(PARTITIONS)}
     victim = preferred[0]
     assert cluster.brokers[victim].stop() == 0
@@ -75,7 +66,7 @@ def test_preferred_leaders_come_back_on_request(cluster: Cluster) -> None:
 
 
 def test_a_deleted_topic_leaves_every_broker(cluster: Cluster) -> None:
-    _create(cluster, "doomed")
+    cluster.create_topic("doomed", PARTITIONS, 3)
     dirs = [d for b in cluster.brokers.values() for d in b.partition_dirs() if d.startswith("doomed-")]
     assert len(dirs) == PARTITIONS * 3
     admin = _admin(cluster)
@@ -92,11 +83,11 @@ def test_a_deleted_topic_leaves_every_broker(cluster: Cluster) -> None:
                30, interval=0.1, what="every replica's directory renamed for deletion")
     with concurrent.futures.ThreadPoolExecutor() as pool:
         assert all(pool.map(lambda b: b.is_running(), cluster.brokers.values()))
-    _create(cluster, "doomed")  # the name is free again
+    cluster.create_topic("doomed", PARTITIONS, 3)  # the name is free again
 
 
 def test_a_topic_config_changed_through_one_broker_reaches_every_broker(cluster: Cluster) -> None:
-    _create(cluster)
+    cluster.create_topic(TOPIC, PARTITIONS, 3)
     admin = _admin(cluster)
     try:
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={"retention.ms": "123456"})])

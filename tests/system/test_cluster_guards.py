@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kafka.admin import KafkaAdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from protocol import encode_request, parse_response
@@ -49,12 +48,7 @@ def _leader_and_isr(controller_id: int, controller_epoch: int, broker_epoch: int
 
 
 def test_controller_requests_from_clients_or_old_controllers_change_nothing(cluster: Cluster) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics([NewTopic(TOPIC, 1, 3)])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(TOPIC, 1, isr_size=3)
+    cluster.create_topic(TOPIC, 1, 3)
     before = cluster.partitions(TOPIC)[0]
     topic_id = next(t.topic_id for t in cluster.metadata([TOPIC]).topics if t.name == TOPIC)
     victim = next(b for b in cluster.brokers if b != before.leader_id)
@@ -122,12 +116,7 @@ def test_unreachable_zookeeper_at_startup_is_a_clear_error(tmp_path: Path) -> No
 
 
 def test_a_follower_answers_produce_with_the_current_leader(cluster: Cluster) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics([NewTopic(TOPIC, 1, 3)])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(TOPIC, 1, isr_size=3)
+    cluster.create_topic(TOPIC, 1, 3)
     state = cluster.partitions(TOPIC)[0]
     follower = next(b for b in cluster.brokers if b != state.leader_id)
     answer = _request(cluster.brokers[follower].port, 0, 10, {

@@ -11,7 +11,7 @@ import time
 
 from aiokafka.admin import AIOKafkaAdminClient
 from confluent_kafka.admin import AdminClient
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
 from tests.integration.broker_process import wait_until
 from tests.system.cluster import Cluster
@@ -19,17 +19,8 @@ from tests.system.cluster import Cluster
 TOPIC = "replicated"
 
 
-def _create(cluster: Cluster, name: str, partitions: int, replication: int, **configs: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics([NewTopic(name, partitions, replication, topic_configs=configs)])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(name, partitions, isr_size=replication)
-
-
 def test_every_client_sees_three_brokers_leaders_and_isr(cluster: Cluster) -> None:
-    _create(cluster, TOPIC, 3, 3)
+    cluster.create_topic(TOPIC, 3, 3)
     expected = {b.broker_id for b in cluster.brokers.values()}
     controller = cluster.controller_id()
     assert controller in expected
@@ -75,7 +66,7 @@ def test_every_client_sees_three_brokers_leaders_and_isr(cluster: Cluster) -> No
 
 
 def test_isr_shrinks_when_a_follower_pauses_and_grows_back(cluster: Cluster) -> None:
-    _create(cluster, TOPIC, 1, 3)
+    cluster.create_topic(TOPIC, 1, 3)
     leader = cluster.leader(TOPIC, 0)
     follower = next(b for b in cluster.brokers if b != leader)
     via = cluster.brokers[leader]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from minikafka.group.coordinator import offsets_partition_for
 from tests.integration.broker_process import wait_until
@@ -66,12 +65,7 @@ def _committed(cluster: Cluster) -> dict[int, int]:
 
 
 def test_members_keep_consuming_and_committing_when_the_coordinator_dies(cluster: Cluster) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(TOPIC, PARTITIONS, isr_size=3)
+    cluster.create_topic(TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
     producer = ProducerRun("confluent", cluster.bootstrap, TOPIC, PARTITIONS, pace_s=0.005).start()
     members = [Member(cluster.bootstrap, f"member-{i}").start() for i in range(3)]
     try:

@@ -6,7 +6,6 @@ that diverged (the old leader's unreplicated tail) truncates when it comes back.
 from __future__ import annotations
 
 from confluent_kafka import Producer
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from tests.integration.broker_process import wait_until
 from tests.system.cluster import Cluster
@@ -14,15 +13,6 @@ from tests.system.load import ProducerRun, assert_exactly_once, read_all, wait_a
 
 TOPIC = "orders"
 PARTITIONS = 3
-
-
-def _create(cluster: Cluster, name: str, partitions: int, replication: int, **configs: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics([NewTopic(name, partitions, replication, topic_configs=configs)])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(name, partitions, isr_size=replication)
 
 
 def _kill_and_restart(cluster: Cluster, victim: int, runs: list[ProducerRun], what: str) -> None:
@@ -38,7 +28,7 @@ def _kill_and_restart(cluster: Cluster, victim: int, runs: list[ProducerRun], wh
 
 
 def test_leaders_and_controller_killed_under_acks_all_lose_nothing(cluster: Cluster) -> None:
-    _create(cluster, TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    cluster.create_topic(TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
     runs = [ProducerRun("confluent", cluster.bootstrap, TOPIC, PARTITIONS).start(),
             ProducerRun("kafka-python", cluster.bootstrap, TOPIC, PARTITIONS, pace_s=0.005).start()]
     try:
@@ -58,7 +48,7 @@ def test_leaders_and_controller_killed_under_acks_all_lose_nothing(cluster: Clus
 def test_a_diverged_old_leader_truncates_its_unreplicated_tail(cluster: Cluster) -> None:
     # The leader writes records (acks=1) that its followers, paused, never get; it dies; a
     # follower (still in the ISR) is elected; the old leader comes back and must drop them.
-    _create(cluster, TOPIC, 1, 3, **{"min.insync.replicas": "1"})
+    cluster.create_topic(TOPIC, 1, 3, **{"min.insync.replicas": "1"})
     leader = cluster.leader(TOPIC, 0)
     followers = [b for b in cluster.brokers if b != leader]
     committed = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all"})

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import time
 
-from kafka.admin import KafkaAdminClient, NewTopic
-
 from tests.integration.broker_process import wait_until
 from tests.system.cluster import Cluster
 from tests.system.load import ProducerRun, assert_exactly_once, read_all, wait_acked
@@ -16,17 +14,8 @@ TOPIC = "steady"
 PARTITIONS = 3
 
 
-def _create(cluster: Cluster, name: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        admin.create_topics([NewTopic(name, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})])
-    finally:
-        admin.close()
-    cluster.wait_for_leaders(name, PARTITIONS, isr_size=3)
-
-
 def test_zookeeper_outage_loses_nothing_and_the_cluster_recovers(cluster: Cluster) -> None:
-    _create(cluster, TOPIC)
+    cluster.create_topic(TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
     runs = [ProducerRun("confluent", cluster.bootstrap, TOPIC, PARTITIONS).start()]
     try:
         wait_acked(runs, {})
@@ -42,7 +31,7 @@ def test_zookeeper_outage_loses_nothing_and_the_cluster_recovers(cluster: Cluste
         wait_until(lambda: len(cluster.metadata().brokers) == 3 and cluster.controller_id() in cluster.brokers,
                    60, interval=0.2, what="three registered brokers and a controller after ZooKeeper returned")
         wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=60)
-        _create(cluster, "after-the-outage")
+        cluster.create_topic("after-the-outage", PARTITIONS, 3)
     finally:
         for run in runs:
             run.stop()

@@ -1,0 +1,106 @@
+"""A Partition's replication rules on a real Log, with time passed in (no sockets, no sleeping):
+the high watermark is the smallest log end of the ISR, followers join the ISR when caught up
+and leave it after replica.lag.time.max.ms, an ISR change takes effect only once committed, and
+the controller's elections pick leaders as Kafka does."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from minikafka.controller import elections
+from minikafka.replica.replica_manager import Partition, Role
+from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.log import Log, LogConfig
+from tests.unit.storage.helpers import make_batch
+
+ME, F1, F2 = 1, 2, 3
+LAG_MS = 30_000
+
+
+@pytest.fixture
+def leader(tmp_path: Path) -> Partition:
+    log_dir = str(tmp_path)
+    log = Log.create(log_dir, "t", 0, uuid.uuid4(), LogConfig(), DirGuard(log_dir, LogDirFailureChannel()))
+    partition = Partition("t", 0, log.topic_id, 0, log, ME)
+    partition.make_leader(5, (ME, F1, F2), (ME, F1, F2), partition_epoch=7, now=0)
+    return partition
+
+
+def test_the_high_watermark_is_the_smallest_log_end_of_the_isr(leader: Partition) -> None:
+    leader.append(make_batch(10), now=1)
+    assert leader.log.log_end_offset == 10 and leader.log.high_watermark == 0
+    assert not leader.update_follower(F1, 10, now=2), "one follower is not the whole ISR"
+    assert leader.update_follower(F2, 4, now=2)
+    assert leader.log.high_watermark == 4
+    assert leader.update_follower(F2, 10, now=3)
+    assert leader.log.high_watermark == 10
+    leader.update_follower(F2, 6, now=4)  # a follower that truncated never moves it back
+    assert leader.log.high_watermark == 10
+
+
+def test_a_lagging_follower_leaves_the_isr_only_once_the_change_is_committed(leader: Partition) -> None:
+    proposals: list[tuple[int, ...]] = []
+    leader.propose_isr = lambda _partition, isr: proposals.append(isr)
+    leader.append(make_batch(10), now=0)
+    leader.update_follower(F1, 10, now=1)
+    leader.update_follower(F2, 2, now=1)
+    leader.maybe_shrink_isr(now=LAG_MS, max_lag_ms=LAG_MS)
+    assert proposals == [], "not yet past the lag window"
+    leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
+    assert proposals == [(ME, F1)]
+    assert leader.isr == (ME, F1, F2) and leader.log.high_watermark == 2, "nothing changes before the commit"
+    leader.maybe_shrink_isr(now=LAG_MS + 2, max_lag_ms=LAG_MS)
+    assert len(proposals) == 1, "one proposal in flight at a time"
+    leader.isr_committed((ME, F1), partition_epoch=8)
+    assert (leader.isr, leader.partition_epoch, leader.log.high_watermark) == ((ME, F1), 8, 10)
+
+
+def test_a_refused_isr_change_changes_nothing(leader: Partition) -> None:
+    proposals: list[tuple[int, ...]] = []
+    leader.propose_isr = lambda _partition, isr: proposals.append(isr)
+    leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
+    assert proposals == [(ME,)]
+    leader.isr_refused()  # the controller changed the partition meanwhile
+    assert leader.isr == (ME, F1, F2) and leader.pending_isr is None
+
+
+def test_a_follower_rejoins_the_isr_when_caught_up_to_the_high_watermark(leader: Partition) -> None:
+    proposals: list[tuple[int, ...]] = []
+    leader.propose_isr = lambda _partition, isr: proposals.append(isr)
+    leader.isr_committed((ME, F1), partition_epoch=8)
+    leader.append(make_batch(10), now=1)
+    leader.update_follower(F1, 10, now=2)
+    leader.update_follower(F2, 5, now=2)
+    assert proposals == [], "behind the high watermark"
+    leader.update_follower(F2, 10, now=3)
+    assert proposals == [(ME, F1, F2)], "the ISR keeps the replicas' order"
+
+
+def test_only_assigned_replicas_are_followers(leader: Partition) -> None:
+    assert not leader.update_follower(42, 10, now=1)
+    assert 42 not in leader.followers
+
+
+def test_a_follower_takes_the_leaders_high_watermark_up_to_its_own_log_end(leader: Partition) -> None:
+    leader.make_follower(F1, 6, (F1, ME), (ME, F1, F2), 9)
+    assert leader.role is Role.FOLLOWER and not leader.is_leader and leader.followers == {}
+    leader.append_as_follower(make_batch(3), leader_high_watermark=100)
+    assert leader.log.high_watermark == leader.log.log_end_offset == 3
+    leader.follow_high_watermark(1)
+    assert leader.log.high_watermark == 3, "never moves back"
+
+
+def test_elections_pick_the_first_eligible_replica() -> None:
+    replicas = (2, 1, 3)
+    assert elections.offline_partition(replicas, (1, 3), {1, 3}, False) == elections.Election(1, (1, 3))
+    assert elections.offline_partition(replicas, (2,), {1, 3}, False) is None, "no live in-sync replica"
+    assert elections.offline_partition(replicas, (2,), {1, 3}, True) == elections.Election(1, (1,), unclean=True)
+    assert elections.new_partition(replicas, {1, 3}) == elections.Election(1, (1, 3))
+    assert elections.controlled_shutdown(replicas, (2, 1, 3), {1, 2, 3}, {2}) == elections.Election(1, (1, 3))
+    assert elections.preferred_replica(replicas, (1, 2), {1, 2}) == elections.Election(2, (1, 2))
+    assert elections.preferred_replica(replicas, (1, 3), {1, 2, 3}) is None, "the preferred replica lags"
+    assert elections.without_replica((3,), 3) == (3,), "the last ISR member stays"
