@@ -3,7 +3,8 @@
 The produce and fetch paths never come here: they move batches as opaque bytes
 (`protocol.records` reads only batch headers). This codec serves the broker's own
 internal topics, whose records the broker writes and reads back itself (the group
-coordinator's `__consumer_offsets`). Compressed batches are refused, not decoded.
+coordinator's `__consumer_offsets`), and ListOffsets, which decodes the one batch holding
+its answer (`decompress` opens the records section of a batch of any codec Kafka has).
 
 Record layout inside a batch (varints are zigzag-encoded):
 
@@ -15,11 +16,13 @@ Record layout inside a batch (varints are zigzag-encoded):
 
 from __future__ import annotations
 
+import gzip
 import io
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import cramjam
 from crc32c import crc32c
 
 from .primitives import DecodeError, read_exact, read_varint, read_varlong, varint_bytes, varlong_bytes
@@ -40,6 +43,7 @@ from .records import (
 
 __all__ = [
     "CompressedBatchError",
+    "decompress",
     "NewRecord",
     "Record",
     "decode_batch_records",
@@ -133,6 +137,44 @@ def decode_batch_records(buf: Buffer, pos: int, header: BatchHeader) -> list[Rec
         raise CompressedBatchError(
             f"record batch at offset {header.base_offset} is compressed (codec {header.compression})")
     return decode_records_section(bytes(buf[pos + BATCH_HEADER_SIZE : pos + header.size]), header)
+
+
+NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+# Java's snappy-java (Kafka's producer) frames snappy blocks after this header.
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_SIZE = 16
+
+
+def decompress(section: bytes, codec: int) -> bytes:
+    """A batch's records section, uncompressed (Kafka's codecs: gzip, snappy raw or
+    xerial-framed, LZ4 frames, zstd). Raises CorruptRecordError for data that does not decode."""
+    try:
+        if codec == NO_COMPRESSION:
+            return section
+        if codec == GZIP:
+            return gzip.decompress(section)
+        if codec == SNAPPY:
+            return _snappy(section)
+        if codec == LZ4:
+            return bytes(cramjam.lz4.decompress(section))
+        if codec == ZSTD:
+            return bytes(cramjam.zstd.decompress(section))
+    except (OSError, EOFError, ValueError, cramjam.DecompressionError, struct.error) as exc:
+        raise CorruptRecordError(f"records compressed with codec {codec} do not decompress: {exc}") from exc
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _snappy(data: bytes) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()
+    position = _XERIAL_HEADER_SIZE
+    while position < len(data):
+        (length,) = struct.unpack_from(">i", data, position)
+        position += 4
+        out += bytes(cramjam.snappy.decompress_raw(data[position:position + length]))
+        position += length
+    return bytes(out)
 
 
 def decode_records_section(section: bytes, header: BatchHeader) -> list[Record]:

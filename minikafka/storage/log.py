@@ -472,15 +472,15 @@ class Log:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the batch holding the log's largest timestamp (ListOffsets
-        MAX_TIMESTAMP).  Batch granularity: the offset is that batch's last one."""
-        best: tuple[int, int] | None = None
+        """(offset, timestamp) of the first record holding the log's largest timestamp
+        (ListOffsets MAX_TIMESTAMP); only that record's batch is decoded."""
+        best: Segment | None = None
         for segment in self.segments:
             if segment.size == 0 or segment.next_offset <= self.log_start_offset:
                 continue
-            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best[1]):
-                best = (max(segment.offset_of_max_timestamp, self.log_start_offset), segment.max_timestamp)
-        return best
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        return None if best is None else best.max_timestamp_record(self.log_start_offset)
 
     # ---- leader epochs -----------------------------------------------------------------
 

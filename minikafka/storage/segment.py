@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 from array import array
 from bisect import bisect_left, bisect_right
@@ -10,7 +9,7 @@ from collections.abc import Iterator
 
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.index import OffsetIndex, TimeIndex
-from protocol.record_codec import decode_records_section
+from protocol.record_codec import Record, decode_records_section, decompress
 from protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -36,9 +35,7 @@ _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 # further behind costs an index lookup plus a scan of at most one index interval of headers.
 _RECENT_BATCHES = 4096
 
-# Batch attributes ListOffsets by timestamp cares about (Kafka's numbering).
-NO_COMPRESSION = 0
-GZIP = 1
+# The batch timestamp type whose records all carry the batch's time (Kafka's numbering).
 LOG_APPEND_TIME = 1
 
 
@@ -455,16 +452,33 @@ class Segment:
 
     def _record_at_or_after(self, position: int, header: BatchHeader, timestamp: int,
                             min_offset: int) -> tuple[int, int] | None:
-        if header.timestamp_type == LOG_APPEND_TIME or header.compression not in (NO_COMPRESSION, GZIP):
-            return None  # every record carries the batch's time / a codec we do not decode here
-        with self.guard:
-            section = os.pread(self._log_fd, header.size - BATCH_HEADER_SIZE, position + BATCH_HEADER_SIZE)
-        if header.compression == GZIP:
-            section = gzip.decompress(section)
-        for record in decode_records_section(section, header):
+        if header.timestamp_type == LOG_APPEND_TIME:
+            return None  # every record carries the batch's time
+        for record in self._records(position, header):
             if record.offset >= min_offset and record.timestamp >= timestamp:
                 return record.offset, record.timestamp
         return None
+
+    def _records(self, position: int, header: BatchHeader) -> list[Record]:
+        """The records of the batch at ``position`` (decompressed: off the produce/fetch path)."""
+        with self.guard:
+            section = os.pread(self._log_fd, header.size - BATCH_HEADER_SIZE, position + BATCH_HEADER_SIZE)
+        return decode_records_section(decompress(section, header.compression), header)
+
+    def max_timestamp_record(self, min_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the segment's largest timestamp, as
+        ListOffsets MAX_TIMESTAMP answers (KIP-734): the record itself, not its batch."""
+        if self.max_timestamp < 0:
+            return None
+        position = self.find(max(self.offset_of_max_timestamp, min_offset))
+        if position is None or position >= self.size:
+            return None
+        header = self.header_at(position)
+        if header.timestamp_type != LOG_APPEND_TIME:
+            for record in self._records(position, header):
+                if record.offset >= min_offset and record.timestamp == header.max_timestamp:
+                    return record.offset, record.timestamp
+        return max(header.base_offset, min_offset), header.max_timestamp
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         """Headers of the batches holding offsets >= ``from_offset`` (for producer-state replay)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import confluent_kafka
+import confluent_kafka.admin
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
@@ -125,3 +127,30 @@ def test_list_offsets_earliest_latest_and_by_timestamp(module_broker: BrokerProc
         assert consumer.offsets_for_times({tp: base + 60_000})[tp] is None
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_list_offsets_answers_the_record_inside_a_compressed_batch(module_broker: BrokerProcess, codec: str) -> None:
+    """confluent-kafka (librdkafka) batches and compresses; ListOffsets by timestamp and
+    MAX_TIMESTAMP (KIP-734) must still name the record, not its batch."""
+    topic = f"offsets-in-{codec}-batches"
+    create_topic(module_broker.bootstrap, topic, 1)
+    base = int(time.time() * 1000) - 600_000
+    stamps = [base + d for d in (0, 5000, 1000, 9000, 2000, 9000, 3000)]  # the largest first at offset 3
+    producer = confluent_kafka.Producer({"bootstrap.servers": module_broker.bootstrap, "compression.type": codec,
+                                         "linger.ms": 1000, "batch.num.messages": len(stamps)})
+    for i, stamp in enumerate(stamps):
+        producer.produce(topic, key=b"k%d" % i, value=b"value %d " % i * 20, partition=0, timestamp=stamp)
+    assert producer.flush(30) == 0
+    tp = confluent_kafka.TopicPartition(topic, 0)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": "lookups"})
+    try:
+        assert consumer.get_watermark_offsets(tp, timeout=20) == (0, len(stamps))
+        (found,) = consumer.offsets_for_times([confluent_kafka.TopicPartition(topic, 0, base + 4000)], timeout=20)
+        assert found.offset == 1, "the first record at or after the time, inside the one batch"
+    finally:
+        consumer.close()
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    futures = admin.list_offsets({tp: confluent_kafka.admin.OffsetSpec.max_timestamp()})
+    result = futures[tp].result(20)
+    assert (result.offset, result.timestamp) == (3, base + 9000)

@@ -7,6 +7,7 @@ import random
 import struct
 
 import pytest
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minikafka.storage.errors import (
     CorruptRecordError,
@@ -340,14 +341,27 @@ def test_offset_for_timestamp(make_log):
     assert log.offset_for_timestamp(0) == (31, 15_001)
 
 
-@pytest.mark.parametrize("compression", [0, 1, 2])  # none, gzip (decoded), snappy (batch granularity)
+@pytest.mark.parametrize("compression", sorted(COMPRESSIONS.values()))
 def test_offset_for_timestamp_inside_a_batch(make_log, compression):
+    # Every codec Kafka has is decoded (kafka-python's snappy is xerial-framed, LZ4 frames).
     log = make_log()
     log.append_as_leader(make_batch(5, timestamp=100, compression=compression), 0, 0)
-    exact = compression in (0, 1)
-    assert log.offset_for_timestamp(102) == ((2, 102) if exact else (0, 104))
-    assert log.offset_for_timestamp(104) == ((4, 104) if exact else (0, 104))
+    assert log.offset_for_timestamp(102) == (2, 102)
+    assert log.offset_for_timestamp(104) == (4, 104)
     assert log.offset_for_timestamp(105) is None
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSIONS.values()))
+def test_max_timestamp_is_the_record_not_its_batch(make_log, compression):
+    log = make_log()
+    log.append_as_leader(make_batch(3, timestamp=10), 0, 0)
+    builder = MemoryRecordsBuilder(2, compression, 1 << 20)
+    for timestamp in (500, 900, 700, 900, 600):  # the largest first at offset 3+1
+        builder.append(timestamp, b"k", b"v")
+    builder.close()
+    log.append_as_leader(bytes(builder.buffer()), 0, 0)
+    log.append_as_leader(make_batch(2, timestamp=800), 0, 0)
+    assert log.max_timestamp_offset() == (4, 900)
 
 
 def test_leader_epochs(make_log):
