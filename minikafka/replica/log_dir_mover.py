@@ -865,7 +865,17 @@ class LogDirMover:
         end = move.source.log_start_offset
         segments = move.source.segments
         for i, segment in enumerate(segments):
-            if move.copied.get(segment.base_offset, 0) < segment.size:
+            copied = move.copied.get(segment.base_offset, 0)
+            if copied < segment.size:
+                # Inside a segment being copied the copy holds every batch that ends below the
+                # bytes copied: the lag falls as a large (active) segment copies, not at its end.
+                try:
+                    boundary = segment.boundary_at_or_below(copied)
+                    if boundary > 0:
+                        end = max(end, segment.header_at(boundary).base_offset if boundary < segment.size
+                                  else segment.next_offset)
+                except KafkaStorageError:
+                    pass  # the source dir failed: the move itself stops on that
                 break
             end = segments[i + 1].base_offset if i + 1 < len(segments) else move.source.log_end_offset
         future.log_end_offset = end

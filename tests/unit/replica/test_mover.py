@@ -426,3 +426,36 @@ def test_copy_range_falls_back_to_sendfile(tmp_path, monkeypatch):
     assert not mover_module._use_copy_file_range
     with open(target, "rb") as handle:
         assert handle.read() == source.read_bytes()
+
+
+async def test_the_lag_of_a_move_falls_while_a_large_active_segment_copies(dirs):
+    # One active segment of ~600 KiB copied in 64 KiB chunks: offsetLag and the lag metric must
+    # fall chunk by chunk, not stay at the whole partition until the segment is done.
+    big = LogConfig(segment_bytes=8 << 20, index_interval_bytes=4096, file_delete_delay_ms=0)
+    node = Broker(dirs, swap_delta_bytes=1)
+    node.manager.get_or_create_log("t", 0, TOPIC_ID, big, log_dir=dirs[0])
+    assert node.replicas.become_leader("t", 0, TOPIC_ID, 0, big) is not None
+    node.mover.start()
+    try:
+        for i in range(400):
+            assert node.replicas.append("t", 0, make_batch(2, value_size=1000, tag=b"r%d" % i), 1_000).error \
+                == ErrorCode.NONE
+        source = node.log()
+        assert len(source.segments) == 1 and source.size_bytes > 10 * mover_module.MIN_CHUNK_BYTES
+        node.mover.throttle.set_rate(mover_module.MIN_CHUNK_BYTES * 20)  # chunks of MIN_CHUNK_BYTES
+        control = gate(node)
+        assert node.mover.move("t", 0, dirs[1]) == ErrorCode.NONE
+        lags = []
+        for _ in range(4):
+            await control.step()
+            future = node.manager.future_logs[("t", 0)]
+            lags.append(source.log_end_offset - future.log_end_offset)
+            gauge = mover_module.FUTURE_REPLICA_LAG.labels("t", "0")._value.get()
+            assert gauge == lags[-1]
+        assert lags == sorted(lags, reverse=True) and lags[0] < source.log_end_offset and lags[-1] < lags[0]
+        assert all(lag > 0 for lag in lags), "the copy is not done yet"
+        control.release()
+        move = await finish(node)
+        assert move.state is MoveState.DONE
+    finally:
+        await node.close()
