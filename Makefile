@@ -46,6 +46,7 @@ system-deps:
 
 lint: $(BIN)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test: $(BIN)/.installed-test system-deps lint
 	$(BIN)/pytest -q -p no:cacheprovider tests

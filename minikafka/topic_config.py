@@ -101,7 +101,7 @@ def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig) -> Lo
     )
 
 
-def describe_topic_config(key: str, topic_configs: Mapping[str, str], broker: BrokerConfig) -> tuple[str, int]:
+def describe_topic_config(key: str, topic_configs: Mapping[str, str], broker: BrokerConfig) -> tuple[str | None, int]:
     """(value as text, ConfigSource) of one topic config, as DescribeConfigs reports it."""
     value, overridden = topic_config_value(key, topic_configs, broker)
     if overridden:

@@ -383,10 +383,10 @@ def write_records(io: _io.BytesIO, value: Any, compact: bool, nullable: bool) ->
         io.write(uvarint_bytes(size + 1) if compact else _I32.pack(size))
         io.write(value)
         return
-    size = getattr(value, "size", None)
-    if not isinstance(size, int) or size < 0:
+    region_size = getattr(value, "size", None)
+    if not isinstance(region_size, int) or region_size < 0:
         raise EncodeError(f"expected bytes or a FileRegion for records, got {type(value).__name__}")
-    io.write(uvarint_bytes(size + 1) if compact else _I32.pack(size))
+    io.write(uvarint_bytes(region_size + 1) if compact else _I32.pack(region_size))
     _add_region(io, value)
 
 

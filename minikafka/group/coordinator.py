@@ -14,6 +14,7 @@ part of the leader's assignment (eager and cooperative protocols look the same h
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -91,8 +92,10 @@ class LoopScheduler:
 class GroupStore(Protocol):
     """Where groups are persisted (OffsetsTopic in the broker, a fake in unit tests)."""
 
-    partition_count: int
     dirty: dict[int, int]
+
+    @property
+    def partition_count(self) -> int: ...
 
     @property
     def exists(self) -> bool: ...
@@ -172,7 +175,7 @@ async def _wait_for(future: asyncio.Future[dict[str, Any]], on_gone: dict[str, A
     (the member stays in the rebalance, as in Kafka; nobody reads the answer)."""
     if not future.done():
         waker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(lambda _: waker.done() or waker.set_result(None))
+        future.add_done_callback(lambda _: None if waker.done() else waker.set_result(None))
         await wait_released(waker, _MAX_WAIT_S)
     if future.done() and not future.cancelled():
         return future.result()
@@ -191,7 +194,7 @@ class GroupCoordinator:
         self._next_compaction_check: dict[int, int] = {}
         for state in GroupState:
             if state != GroupState.DEAD:
-                GROUPS.labels(state.value).set_function(lambda state=state: self._count(state))
+                GROUPS.labels(state.value).set_function(functools.partial(self._count, state))
 
     def _count(self, state: GroupState) -> int:
         return sum(1 for group in self.groups.values() if group.state == state)

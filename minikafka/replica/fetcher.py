@@ -124,15 +124,15 @@ class LeaderFetcher:
         retry = False
         for topic in response.topics:
             for answer in topic.partitions:
-                followed = self.partitions.get((topic.topic, answer.partition))
-                if followed is None or followed.truncated:
+                pending_one = self.partitions.get((topic.topic, answer.partition))
+                if pending_one is None or pending_one.truncated:
                     continue
                 if answer.error_code != ErrorCode.NONE:
                     retry = True
                     log.info("%s-%d: leader %d cannot tell its epoch end offsets yet (%s)", topic.topic,
                              answer.partition, self.leader_id, ErrorCode(answer.error_code).name)
                     continue
-                self._truncate_one(followed, answer.leader_epoch, answer.end_offset)
+                self._truncate_one(pending_one, answer.leader_epoch, answer.end_offset)
         if retry:
             await self._pause()
         return True
@@ -178,11 +178,11 @@ class LeaderFetcher:
         for topic in response.responses:
             for answer in topic.partitions:
                 key = (topic.topic, answer.partition_index)
-                followed = self.partitions.get(key)
+                fetched = self.partitions.get(key)
                 # The partition may have changed hands while the request was out.
-                if followed is None or not followed.truncated or self.replica_manager.get_partition(*key) is None:
+                if fetched is None or not fetched.truncated or self.replica_manager.get_partition(*key) is None:
                     continue
-                backoff |= not self._apply(followed, answer)
+                backoff |= not self._apply(fetched, answer)
         if backoff:
             await self._pause()
 

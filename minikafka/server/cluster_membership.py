@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
@@ -76,8 +77,8 @@ class ClusterMembership:
                              "run?); waiting up to the session timeout for it to expire", self.broker_id)
                 await asyncio.sleep(0.5)
 
-    def _spawn(self, work: Callable[[], object]) -> None:
-        task = asyncio.get_running_loop().create_task(work())  # type: ignore[arg-type]
+    def _spawn(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        task = asyncio.get_running_loop().create_task(work())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

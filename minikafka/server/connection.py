@@ -93,6 +93,8 @@ class Connection:
             request = parse_request(payload)
         except UnsupportedVersion as exc:
             header = exc.header
+            if header is None:
+                raise ProtocolError(str(exc)) from exc
             if header.api_key == API_VERSIONS_KEY:
                 return _done(loop, [encode_api_versions_fallback(header.correlation_id)])
             raise ProtocolError(f"unsupported version {header.api_version} of api {header.api_key}") from exc
@@ -138,7 +140,7 @@ class Connection:
             future.cancel()
 
     async def _send(self, loop: asyncio.AbstractEventLoop, parts: ResponseParts) -> None:
-        buffered: list[bytes] = []
+        buffered: list[bytes | bytearray | memoryview] = []
         for part in parts:
             if isinstance(part, bytes | bytearray | memoryview):
                 buffered.append(part)
@@ -190,8 +192,13 @@ def _done(loop: asyncio.AbstractEventLoop, parts: ResponseParts) -> asyncio.Futu
 
 async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
     future: asyncio.Future[None] = loop.create_future()
-    loop.add_writer(fd, lambda: future.done() or future.set_result(None))
+    loop.add_writer(fd, _settle, future)
     try:
         await future
     finally:
         loop.remove_writer(fd)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

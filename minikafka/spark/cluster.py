@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -43,7 +44,7 @@ class ClusterView:
     def bootstrap(self) -> str:
         return self._config["bootstrap.servers"]
 
-    def _client_config(self) -> dict[str, object]:
+    def _client_config(self) -> dict[str, Any]:
         def on_error(err: confluent_kafka.KafkaError) -> None:
             self._last_client_error = f"{err.name()}: {err.str()}"
 

@@ -31,6 +31,15 @@ _TIMESTAMP_TYPE_IDS = {
 }
 
 
+
+def offset_of(message: confluent_kafka.Message) -> int:
+    """The message's offset: always set on a message a consumer returns (the client's type
+    stubs allow None for messages being produced)."""
+    offset = message.offset()
+    if offset is None:
+        raise KafkaReadError("the client returned a message without an offset")
+    return offset
+
 class DataLossError(RuntimeError):
     """Records that a query was to read are no longer in the partition."""
 
@@ -81,13 +90,13 @@ class _Columns:
     def add(self, message: confluent_kafka.Message) -> None:
         self.keys.append(message.key())
         self.values.append(message.value())
-        self.offsets.append(message.offset())
+        self.offsets.append(offset_of(message))
         ts_type, ts = message.timestamp()
         self.timestamps.append(ts * 1000)
         self.timestamp_types.append(_TIMESTAMP_TYPE_IDS.get(ts_type, -1))
         if self.include_headers:
             found = message.headers()
-            self.headers.append([{"key": k, "value": v} for k, v in found] if found else [])
+            self.headers.append([{"key": k, "value": v} for k, v in found] if isinstance(found, list) else [])
 
     def batch(self) -> pa.RecordBatch:
         count = len(self.offsets)
@@ -162,11 +171,11 @@ def _read(consumer: confluent_kafka.Consumer, schema: pa.Schema, r: OffsetRange,
             if error is not None:
                 code = error.code()
                 if code == KafkaError._PARTITION_EOF:
-                    if message.offset() >= end:
+                    if offset_of(message) >= end:
                         next_offset = end  # the rest of the range holds no records (offset gaps)
                         break
-                    _lost(OffsetRange(r.topic, r.partition, message.offset(), end),
-                          f"the partition ends at offset {message.offset()}", fail_on_data_loss)
+                    _lost(OffsetRange(r.topic, r.partition, offset_of(message), end),
+                          f"the partition ends at offset {offset_of(message)}", fail_on_data_loss)
                     next_offset = end
                     break
                 if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
@@ -178,7 +187,7 @@ def _read(consumer: confluent_kafka.Consumer, schema: pa.Schema, r: OffsetRange,
                     raise KafkaReadError(f"partition {r.name} at offset {next_offset}: {error.name()}: {error.str()}")
                 log.info("partition %s: retriable error %s", r.name, error.str())
                 continue
-            offset = message.offset()
+            offset = offset_of(message)
             if offset >= end:
                 next_offset = end
                 break

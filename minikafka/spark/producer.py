@@ -43,7 +43,9 @@ def _as_bytes(value: object, is_string: bool) -> bytes | None:
         return None
     if is_string:
         return str(value).encode()
-    return bytes(value)  # type: ignore[arg-type]
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise TypeError(f"expected binary data, got {type(value).__name__}")
+    return bytes(value)
 
 
 class _Delivery:

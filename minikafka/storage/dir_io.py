@@ -41,11 +41,10 @@ class DirGuard:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         if isinstance(exc, OSError):
             self.channel.report(self.log_dir, exc)
             raise KafkaStorageError(self.log_dir, self.partition, exc) from exc
-        return False
 
 
 def guard(log_dir: str, channel: LogDirFailureChannel, partition: str | None = None) -> DirGuard:

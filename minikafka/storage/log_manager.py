@@ -161,7 +161,7 @@ def check_log_dirs(log_dirs: list[str], failure_channel: LogDirFailureChannel) -
         problem = _startup_problem(log_dir, first_start)
         if problem is None:
             continue
-        bad[log_dir] = problem.strerror
+        bad[log_dir] = problem.strerror or str(problem)
         # The LogDirFailureHandler logs it (or the startup refusal names it): one line per dir.
         logger.debug("log dir %s cannot be used: %s", log_dir, problem.strerror)
         failure_channel.report(log_dir, problem)

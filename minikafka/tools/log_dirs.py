@@ -264,10 +264,10 @@ def parse_assignment(text: str) -> list[Assignment]:
             raise ToolError(f"{where}.log_dir: must be an absolute path, not {log_dir!r}")
         if broker is not None and (not isinstance(broker, int) or isinstance(broker, bool) or broker < 0):
             raise ToolError(f"{where}.broker: must be a broker id (an integer >= 0), not {broker!r}")
-        key = (topic, partition, broker)
-        if key in seen:
-            raise ToolError(f"{where}: {topic}-{partition} is already in partitions[{seen[key]}]")
-        seen[key] = i
+        replica = (topic, partition, broker)
+        if replica in seen:
+            raise ToolError(f"{where}: {topic}-{partition} is already in partitions[{seen[replica]}]")
+        seen[replica] = i
         found.append(Assignment(topic, partition, os.path.normpath(log_dir), broker))
     return found
 

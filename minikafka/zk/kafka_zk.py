@@ -262,7 +262,10 @@ class KafkaZk:
             return None
         loop = self._loop
         assert loop is not None
-        return lambda _event: loop.call_soon_threadsafe(watch)
+
+        def fired(_event: Any) -> None:
+            loop.call_soon_threadsafe(watch)
+        return fired
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
         try:
@@ -307,7 +310,7 @@ class KafkaZk:
     async def ensure_path(self, path: str) -> None:
         await self._call(self.client.ensure_path_async(path))
 
-    async def _commit(self, ops: Callable[[Any], None]) -> list[Any]:
+    async def _commit(self, ops: Callable[[Any], object]) -> list[Any]:
         """A multi-op transaction; StaleState when a version check fails."""
         transaction = self.client.transaction()
         ops(transaction)

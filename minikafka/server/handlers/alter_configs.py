@@ -44,9 +44,9 @@ def _current_list(resource_type: int, key: str, configs: dict[str, str], ctx: Br
     if key in configs:
         text = configs[key]
     elif resource_type == TOPIC_RESOURCE:
-        text = format_value(topic_config_value(key, {}, ctx.config)[0])
+        text = format_value(topic_config_value(key, {}, ctx.config)[0]) or ""
     else:
-        text = format_value(ctx.config[key])
+        text = format_value(ctx.config[key]) or ""
     return [item.strip() for item in text.split(",") if item.strip()]
 
 

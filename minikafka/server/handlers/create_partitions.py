@@ -22,6 +22,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     counts = Counter(t.name for t in body.topics)
     results = []
     for topic in body.topics:
+        message: str | None
         if counts[topic.name] > 1:
             error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic in the request"
         else:

@@ -27,6 +27,7 @@ async def ensure_offsets_topic(ctx: BrokerContext) -> None:
 
 def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
     node = None
+    message: str | None
     if key_type == GROUP_KEY_TYPE:
         error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's __consumer_offsets partition is unavailable"
         state = ctx.metadata.partition(OFFSETS_TOPIC, ctx.groups.partition_for(key))

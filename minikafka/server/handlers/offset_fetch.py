@@ -41,22 +41,23 @@ def _fetch_group(group_id: str, topics: Any, by_id: bool, ctx: BrokerContext) ->
     resolved: list[tuple[Any, str | None]] = []
     wanted: list[tuple[str, int]] = []
     for topic in topics:
+        topic_name: str | None
         if by_id:
             state = ctx.metadata.topic_by_id(topic.topic_id)
-            name = state.name if state is not None else None
+            topic_name = state.name if state is not None else None
         else:
-            name = topic.name
-        resolved.append((topic, name))
-        if name is not None:
-            wanted += [(name, index) for index in topic.partition_indexes]
+            topic_name = topic.name
+        resolved.append((topic, topic_name))
+        if topic_name is not None:
+            wanted += [(topic_name, index) for index in topic.partition_indexes]
     error, committed = ctx.groups.fetch_offsets(group_id, wanted)
     result = []
-    for topic, name in resolved:
-        if name is None:
+    for topic, topic_name in resolved:
+        if topic_name is None:
             partitions = [_partition(i, None, ErrorCode.UNKNOWN_TOPIC_ID) for i in topic.partition_indexes]
         else:
-            partitions = [_partition(i, committed.get((name, i))) for i in topic.partition_indexes]
-        result.append({"name": name if not by_id else None, "topic_id": topic.get("topic_id", uuid.UUID(int=0)),
+            partitions = [_partition(i, committed.get((topic_name, i))) for i in topic.partition_indexes]
+        result.append({"name": topic_name if not by_id else None, "topic_id": topic.get("topic_id", uuid.UUID(int=0)),
                        "partitions": partitions})
     return error, result
 

@@ -55,7 +55,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     for (topic_data, partitions), name in zip(layout, names, strict=True):
         answers = []
         for index, result in partitions:
-            answer = {
+            answer: dict[str, Any] = {
                 "index": index,
                 "error_code": result.error,
                 "base_offset": result.base_offset if result.error == ErrorCode.NONE else -1,
