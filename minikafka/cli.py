@@ -84,6 +84,10 @@ def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
 
 
 def serve_command(config_path: str | None, overrides: list[str]) -> int:
+    if os.environ.get("MINIKAFKA_STRICT_FIELD_NAMES") == "1":  # set by the test suite
+        from protocol.messages import check_field_names
+
+        check_field_names(True)
     try:
         config = BrokerConfig.load(config_path, overrides)
     except ConfigError as exc:

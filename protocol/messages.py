@@ -315,9 +315,60 @@ def parse_request(payload: bytes) -> Request:
     return Request(header, body)
 
 
+_strict_field_names = False
+
+
+def check_field_names(enabled: bool) -> None:
+    """Make every encode refuse a field name that no version of the message has (a misspelt
+    key would otherwise be encoded as its default). The test suite turns it on; the hot path
+    stays without the walk."""
+    global _strict_field_names
+    _strict_field_names = enabled
+
+
+@functools.cache
+def _field_names(api_key: int, request: bool) -> dict[str, Any]:
+    """{field name: the same for its struct's fields, or None} over every version."""
+    definition = _definition(api_key, SUPPORTED_APIS[api_key].min_version)
+
+    def tree(fields: Any) -> dict[str, Any]:
+        return {f.name: (tree(f.fields) if f.fields else None) for f in fields}
+    return tree(definition.request if request else definition.response)
+
+
+def unknown_field_names(api_key: int, request: bool, body: Mapping[str, Any]) -> list[str]:
+    """Paths of the keys of ``body`` that no version of the message has."""
+    found: list[str] = []
+
+    def walk(names: dict[str, Any], value: Any, path: str) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if key == "_unknown_tagged_fields":
+                    continue
+                if key not in names:
+                    found.append(path + key)
+                elif names[key] is not None:
+                    walk(names[key], item, f"{path}{key}.")
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(names, item, path)
+    walk(_field_names(api_key, request), body, "")
+    return found
+
+
+def _check_names(api_key: int, api_version: int, request: bool, body: Mapping[str, Any]) -> None:
+    unknown = unknown_field_names(api_key, request, body)
+    if unknown:
+        kind = "request" if request else "response"
+        raise EncodeError(f"{SUPPORTED_APIS[api_key].name} v{api_version} {kind} has no field named "
+                          f"{', '.join(unknown)}")
+
+
 def _encode_response_into(
     writer: io.BytesIO, api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
 ) -> None:
+    if _strict_field_names:
+        _check_names(api_key, api_version, False, body)
     if api_key == API_VERSIONS_KEY and body.get("error_code", 0):
         # Clients read an ApiVersions error as a v0 body, whatever they asked for.
         api_version = 0
@@ -397,6 +448,8 @@ def encode_request(
     """A whole framed request: size, header v1 (v2 for flexible versions), body."""
     definition = _definition(api_key, api_version)
     schema = message_schema(api_key, api_version, True)
+    if _strict_field_names:
+        _check_names(api_key, api_version, True, body)
     writer = io.BytesIO()
     writer.write(b"\x00\x00\x00\x00")
     header = {

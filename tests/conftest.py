@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 
 import pytest
+
+from protocol.messages import check_field_names
+
+# Every message this test run encodes (and every broker it starts) refuses a field name that no
+# version of the message has, instead of encoding that field's default.
+os.environ["MINIKAFKA_STRICT_FIELD_NAMES"] = "1"
+check_field_names(True)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from minikafka.server.context import BrokerContext
@@ -57,8 +56,10 @@ def _fetch_group(group_id: str, topics: Any, by_id: bool, ctx: BrokerContext) ->
             partitions = [_partition(i, None, ErrorCode.UNKNOWN_TOPIC_ID) for i in topic.partition_indexes]
         else:
             partitions = [_partition(i, committed.get((topic_name, i))) for i in topic.partition_indexes]
-        result.append({"name": topic_name if not by_id else None, "topic_id": topic.get("topic_id", uuid.UUID(int=0)),
-                       "partitions": partitions})
+        if by_id:
+            result.append({"topic_id": topic.topic_id, "partitions": partitions})
+        else:
+            result.append({"name": topic_name, "partitions": partitions})
     return error, result
 
 
