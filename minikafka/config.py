@@ -547,6 +547,7 @@ class ConfigType:
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigSource, format_value
+from minikafka.config import BrokerConfig, ConfigSource, ConfigType, format_value
 from minikafka.storage.log import LogConfig
 
 
@@ -23,34 +23,120 @@ class TopicConfigDef:
     check: Callable[[Any], bool]
     check_doc: str
     default: Any = None  # only for keys without a broker key
+    kind: int = ConfigType.LONG  # the type DescribeConfigs reports
+
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 def _long(text: str) -> int:
     return int(text.strip())
 
 
-def _timestamp_type(text: str) -> str:
+def _double(text: str) -> float:
+    return float(text.strip())
+
+
+def _text(text: str) -> str:
     return text.strip()
 
 
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return lowered == "true"
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _throttled_replicas(value: list[str]) -> bool:
+    """Kafka's form: "*", or partition:broker pairs."""
+    if value == ["*"]:
+        return True
+    return all(len(pair.split(":")) == 2 and all(p.strip().isdigit() for p in pair.split(":")) for pair in value)
+
+
+def _at_least(low: int | float) -> Callable[[Any], bool]:
+    return lambda v: v >= low
+
+
+def _between(low: int | float, high: int | float) -> Callable[[Any], bool]:
+    return lambda v: low <= v <= high
+
+
+# Every topic config Apache Kafka defines, validated as Kafka validates it. Those that change
+# nothing here yet (compaction, flushing, tiered storage, index sizing) are accepted, stored and
+# described, so Kafka's tools and clients can set them; cleanup.policy=compact and
+# remote.storage.enable=true are refused as Kafka refuses them on a broker without the feature.
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in [
-        TopicConfigDef("retention.ms", "log.retention.ms", _long, lambda v: v >= -1, "must be >= -1"),
-        TopicConfigDef("retention.bytes", "log.retention.bytes", _long, lambda v: v >= -1, "must be >= -1"),
-        TopicConfigDef("segment.bytes", "log.segment.bytes", _long, lambda v: 14 <= v < 2**31,
-                       "must be between 14 and 2147483647"),
-        TopicConfigDef("segment.ms", "log.roll.ms", _long, lambda v: v >= 1, "must be >= 1"),
-        TopicConfigDef("message.timestamp.type", "log.message.timestamp.type", _timestamp_type,
-                       lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime"),
-        TopicConfigDef("max.message.bytes", "message.max.bytes", _long, lambda v: v >= 0, "must be >= 0"),
-        TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", _long, lambda v: v >= 0,
-                       "must be >= 0"),
-        TopicConfigDef("min.insync.replicas", "min.insync.replicas", _long, lambda v: v >= 1, "must be >= 1"),
-        TopicConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", _long, lambda v: v >= 0,
-                       "must be >= 0"),
-        TopicConfigDef("cleanup.policy", None, lambda t: t.strip(), lambda v: v == "delete",
-                       "only delete is supported", default="delete"),
+        TopicConfigDef("cleanup.policy", None, _list, lambda v: v == ["delete"],
+                       "only delete is supported (compaction is not implemented)", default="delete",
+                       kind=ConfigType.LIST),
+        TopicConfigDef("compression.type", None, _text, lambda v: v in COMPRESSION_TYPES,
+                       f"must be one of {', '.join(COMPRESSION_TYPES)}", default="producer", kind=ConfigType.STRING),
+        TopicConfigDef("compression.gzip.level", None, _long, lambda v: v == -1 or 1 <= v <= 9,
+                       "must be -1 or between 1 and 9", default=-1, kind=ConfigType.INT),
+        TopicConfigDef("compression.lz4.level", None, _long, _between(1, 17), "must be between 1 and 17",
+                       default=9, kind=ConfigType.INT),
+        TopicConfigDef("compression.zstd.level", None, _long, _between(-131072, 22),
+                       "must be between -131072 and 22", default=3, kind=ConfigType.INT),
+        TopicConfigDef("delete.retention.ms", None, _long, _at_least(0), "must be >= 0", default=86_400_000),
+        TopicConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", _long, _at_least(0), "must be >= 0"),
+        TopicConfigDef("flush.messages", None, _long, _at_least(1), "must be >= 1", default=LONG_MAX),
+        TopicConfigDef("flush.ms", None, _long, _at_least(0), "must be >= 0", default=LONG_MAX),
+        TopicConfigDef("follower.replication.throttled.replicas", None, _list, _throttled_replicas,
+                       "must be * or a list of partition:broker pairs", default=[], kind=ConfigType.LIST),
+        TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", _long, _at_least(0), "must be >= 0",
+                       kind=ConfigType.INT),
+        TopicConfigDef("leader.replication.throttled.replicas", None, _list, _throttled_replicas,
+                       "must be * or a list of partition:broker pairs", default=[], kind=ConfigType.LIST),
+        TopicConfigDef("local.retention.bytes", None, _long, _at_least(-2), "must be >= -2", default=-2),
+        TopicConfigDef("local.retention.ms", None, _long, _at_least(-2), "must be >= -2", default=-2),
+        TopicConfigDef("max.compaction.lag.ms", None, _long, _at_least(1), "must be >= 1", default=LONG_MAX),
+        TopicConfigDef("max.message.bytes", "message.max.bytes", _long, _between(0, INT_MAX),
+                       f"must be between 0 and {INT_MAX}", kind=ConfigType.INT),
+        TopicConfigDef("message.downconversion.enable", None, _bool, lambda v: True, "", default=True,
+                       kind=ConfigType.BOOLEAN),
+        TopicConfigDef("message.format.version", None, _text, lambda v: bool(v), "must name a version",
+                       default="3.0-IV1", kind=ConfigType.STRING),
+        TopicConfigDef("message.timestamp.after.max.ms", None, _long, _at_least(0), "must be >= 0",
+                       default=LONG_MAX),
+        TopicConfigDef("message.timestamp.before.max.ms", None, _long, _at_least(0), "must be >= 0",
+                       default=LONG_MAX),
+        TopicConfigDef("message.timestamp.difference.max.ms", None, _long, _at_least(0), "must be >= 0",
+                       default=LONG_MAX),
+        TopicConfigDef("message.timestamp.type", "log.message.timestamp.type", _text,
+                       lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime",
+                       kind=ConfigType.STRING),
+        TopicConfigDef("min.cleanable.dirty.ratio", None, _double, _between(0.0, 1.0), "must be between 0 and 1",
+                       default=0.5, kind=ConfigType.DOUBLE),
+        TopicConfigDef("min.compaction.lag.ms", None, _long, _at_least(0), "must be >= 0", default=0),
+        TopicConfigDef("min.insync.replicas", "min.insync.replicas", _long, _at_least(1), "must be >= 1",
+                       kind=ConfigType.INT),
+        TopicConfigDef("preallocate", None, _bool, lambda v: True, "", default=False, kind=ConfigType.BOOLEAN),
+        TopicConfigDef("remote.log.copy.disable", None, _bool, lambda v: True, "", default=False,
+                       kind=ConfigType.BOOLEAN),
+        TopicConfigDef("remote.log.delete.on.disable", None, _bool, lambda v: True, "", default=False,
+                       kind=ConfigType.BOOLEAN),
+        TopicConfigDef("remote.storage.enable", None, _bool, lambda v: not v,
+                       "tiered storage is not available on this broker", default=False, kind=ConfigType.BOOLEAN),
+        TopicConfigDef("retention.bytes", "log.retention.bytes", _long, _at_least(-1), "must be >= -1"),
+        TopicConfigDef("retention.ms", "log.retention.ms", _long, _at_least(-1), "must be >= -1"),
+        TopicConfigDef("segment.bytes", "log.segment.bytes", _long, _between(14, INT_MAX),
+                       f"must be between 14 and {INT_MAX}", kind=ConfigType.INT),
+        TopicConfigDef("segment.index.bytes", None, _long, _between(4, INT_MAX), f"must be between 4 and {INT_MAX}",
+                       default=10_485_760, kind=ConfigType.INT),
+        TopicConfigDef("segment.jitter.ms", None, _long, _at_least(0), "must be >= 0", default=0),
+        TopicConfigDef("segment.ms", "log.roll.ms", _long, _at_least(1), "must be >= 1"),
+        TopicConfigDef("unclean.leader.election.enable", "unclean.leader.election.enable", _bool, lambda v: True,
+                       "", kind=ConfigType.BOOLEAN),
     ]
 }
 
@@ -98,6 +184,9 @@ def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig) -> Lo
         max_message_bytes=value("max.message.bytes"),
         file_delete_delay_ms=value("file.delete.delay.ms"),
         min_insync_replicas=value("min.insync.replicas"),
+        compression_type=value("compression.type"),
+        timestamp_before_max_ms=value("message.timestamp.before.max.ms"),
+        timestamp_after_max_ms=value("message.timestamp.after.max.ms"),
     )
 
 

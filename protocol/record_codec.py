@@ -28,6 +28,7 @@ from crc32c import crc32c
 from .primitives import DecodeError, read_exact, read_varint, read_varlong, varint_bytes, varlong_bytes
 from .records import (
     BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
     CRC_OFFSET,
     CRC_START,
     HEADER_STRUCT,
@@ -43,7 +44,9 @@ from .records import (
 
 __all__ = [
     "CompressedBatchError",
+    "compress",
     "decompress",
+    "recompress_batch",
     "NewRecord",
     "Record",
     "decode_batch_records",
@@ -162,6 +165,46 @@ def decompress(section: bytes, codec: int) -> bytes:
     except (OSError, EOFError, ValueError, cramjam.DecompressionError, struct.error) as exc:
         raise CorruptRecordError(f"records compressed with codec {codec} do not decompress: {exc}") from exc
     raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+CODECS = {"uncompressed": NO_COMPRESSION, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+_XERIAL_BLOCK = 32 * 1024
+
+
+def compress(section: bytes, codec: int) -> bytes:
+    """A records section compressed as Kafka's clients write it (snappy: xerial-framed blocks, as
+    Java producers do and every client reads; LZ4: frames)."""
+    if codec == NO_COMPRESSION:
+        return section
+    if codec == GZIP:
+        return gzip.compress(section)
+    if codec == SNAPPY:
+        out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+        for start in range(0, len(section), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(section[start:start + _XERIAL_BLOCK]))
+            out += struct.pack(">i", len(block)) + block
+        return bytes(out)
+    if codec == LZ4:
+        return bytes(cramjam.lz4.compress(section))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(section))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+def recompress_batch(buf: Buffer, pos: int, header: BatchHeader, codec: int) -> bytes:
+    """The batch at ``pos`` with its records section stored with ``codec`` instead (every
+    other header field kept; batch length and CRC recomputed). The records are not decoded."""
+    section = decompress(bytes(buf[pos + BATCH_HEADER_SIZE:pos + header.size]), header.compression)
+    body = compress(section, codec)
+    attributes = (header.attributes & ~COMPRESSION_MASK) | codec
+    out = bytearray(BATCH_HEADER_SIZE)
+    HEADER_STRUCT.pack_into(
+        out, 0, header.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body), header.partition_leader_epoch,
+        header.magic, 0, attributes, header.last_offset_delta, header.base_timestamp, header.max_timestamp,
+        header.producer_id, header.producer_epoch, header.base_sequence, header.records_count)
+    out += body
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
 
 
 def _snappy(data: bytes) -> bytes:

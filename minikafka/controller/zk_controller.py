@@ -264,11 +264,14 @@ class ZkController:
     async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> None:
         state = self.state
         changed: dict[TopicPartition, PartitionRecord] = {}
+        unclean_by_topic: dict[str, bool] = {}
         for tp in partitions:
             record = state.partitions.get(tp)
             if record is None or tp[0] in state.deleting:
                 continue
-            unclean = self._unclean_allowed(tp[0])
+            if tp[0] not in unclean_by_topic:
+                unclean_by_topic[tp[0]] = await self._unclean_allowed(tp[0])
+            unclean = unclean_by_topic[tp[0]]
             chosen = elections.offline_partition(state.replicas(tp), record.state.isr, state.live, unclean)
             if chosen is None:
                 if record.state.leader == elections.NO_LEADER:
@@ -291,7 +294,11 @@ class ZkController:
             log.info("new leaders: %s", moved)
         self._tell_replicas(changed)
 
-    def _unclean_allowed(self, topic: str) -> bool:
+    async def _unclean_allowed(self, topic: str) -> bool:
+        """The topic's unclean.leader.election.enable, else the broker's."""
+        configs = await self.zk.entity_configs("topics", topic) or {}
+        if "unclean.leader.election.enable" in configs:
+            return configs["unclean.leader.election.enable"].strip().lower() == "true"
         return bool(self.config["unclean.leader.election.enable"])
 
     # ---- topics --------------------------------------------------------------------------

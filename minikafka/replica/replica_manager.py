@@ -18,6 +18,7 @@ from enum import Enum
 from minikafka.metadata_cache import MetadataCache
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
+    InvalidTimestampError,
     KafkaStorageError,
     NoLiveLogDirError,
     OffsetOutOfRangeError,
@@ -492,6 +493,8 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.INVALID_PRODUCER_EPOCH, error_message=str(exc))
         except RecordTooLargeError as exc:
             return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc))
+        except InvalidTimestampError as exc:
+            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, error_message=str(exc))
         except KafkaStorageError as exc:
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
         self._wake((topic, index))

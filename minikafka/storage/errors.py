@@ -53,6 +53,10 @@ class OutOfOrderSequenceError(StorageError):
     """A producer's batch does not continue its sequence (a gap, or an old batch not cached)."""
 
 
+class InvalidTimestampError(StorageError):
+    """A CreateTime outside the topic's message.timestamp.before/after.max.ms window."""
+
+
 class RecordTooLargeError(StorageError):
     """A batch exceeds max.message.bytes, or an append cannot fit in any segment."""
 

@@ -21,6 +21,7 @@ from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import (
     CorruptRecordError,
     InconsistentTopicIdError,
+    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -35,6 +36,7 @@ from minikafka.storage.segment import (
     FileSlice,
     Segment,
 )
+from protocol.record_codec import CODECS, recompress_batch
 from protocol.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -67,6 +69,9 @@ class LogConfig:
     max_message_bytes: int = 1048588
     file_delete_delay_ms: int = 60000
     min_insync_replicas: int = 1
+    compression_type: str = "producer"  # the codec batches are stored in ("producer": as sent)
+    timestamp_before_max_ms: int = 2**63 - 1  # how far in the past a CreateTime may be
+    timestamp_after_max_ms: int = 2**63 - 1  # and how far in the future
 
     def __post_init__(self) -> None:
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
@@ -321,6 +326,10 @@ class Log:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes {max_bytes} for {self.name}"
                 )
+        if self.config.compression_type != "producer":
+            records, batches = self._recompressed(records, batches)
+        if not self.config.log_append_time:
+            self._check_timestamps(batches, now_ms)
         headers = [header for _, header in batches]
         log_append_time = self.config.log_append_time
         duplicate = self.producer_state.check(headers)
@@ -349,6 +358,25 @@ class Log:
             first_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset,
             records_count=count, size_bytes=len(buf),
         )
+
+    def _recompressed(self, records: bytes, batches: list[tuple[int, BatchHeader]]
+                      ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+        """The batches stored with the topic's compression.type (the records are not decoded)."""
+        codec = CODECS[self.config.compression_type]
+        if all(header.compression == codec for _, header in batches):
+            return records, batches
+        stored = b"".join(recompress_batch(records, pos, header, codec) if header.compression != codec
+                          else records[pos:pos + header.size] for pos, header in batches)
+        return stored, validate_batches(stored)
+
+    def _check_timestamps(self, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        before, after = self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms
+        for _, header in batches:
+            if now_ms - header.base_timestamp > before or header.max_timestamp - now_ms > after:
+                raise InvalidTimestampError(
+                    f"timestamps {header.base_timestamp}..{header.max_timestamp} of the batch at offset "
+                    f"{header.base_offset} are outside message.timestamp.before.max.ms={before} / "
+                    f"message.timestamp.after.max.ms={after} of {self.name} (broker time {now_ms})")
 
     def append_as_follower(self, records: bytes, now_ms: int | None = None) -> AppendResult:
         """Store batches fetched from the leader as they are (offsets and epochs already set).

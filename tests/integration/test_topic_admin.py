@@ -4,12 +4,14 @@ ListOffsets answers earliest, latest and by-timestamp; LogAppendTime topics stam
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import confluent_kafka
 import confluent_kafka.admin
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.record.memory_records import MemoryRecords
 
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.clients import confluent_consume, create_topic
@@ -154,3 +156,66 @@ def test_list_offsets_answers_the_record_inside_a_compressed_batch(module_broker
     futures = admin.list_offsets({tp: confluent_kafka.admin.OffsetSpec.max_timestamp()})
     result = futures[tp].result(20)
     assert (result.offset, result.timestamp) == (3, base + 9000)
+
+
+# A valid value for every topic config Apache Kafka defines (librdkafka's admin tests set such).
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy": "delete", "compression.type": "zstd", "compression.gzip.level": "5",
+    "compression.lz4.level": "9", "compression.zstd.level": "3", "delete.retention.ms": "1000",
+    "file.delete.delay.ms": "1000", "flush.messages": "1000", "flush.ms": "1000",
+    "follower.replication.throttled.replicas": "0:1", "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "*", "local.retention.bytes": "-2", "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "100000", "max.message.bytes": "2000000", "message.downconversion.enable": "true",
+    "message.format.version": "3.0-IV1", "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": "86400000", "message.timestamp.difference.max.ms": "86400000",
+    "message.timestamp.type": "CreateTime", "min.cleanable.dirty.ratio": "0.3", "min.compaction.lag.ms": "0",
+    "min.insync.replicas": "1", "preallocate": "false", "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false", "remote.storage.enable": "false", "retention.bytes": "-1",
+    "retention.ms": "604800000", "segment.bytes": "1048576", "segment.index.bytes": "10485760",
+    "segment.jitter.ms": "0", "segment.ms": "604800000", "unclean.leader.election.enable": "false",
+}
+
+
+def test_every_kafka_topic_config_is_accepted_described_and_honoured(module_broker: BrokerProcess) -> None:
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    topic = "every-config"
+    futures = admin.create_topics([confluent_kafka.admin.NewTopic(topic, 1, 1, config=KAFKA_TOPIC_CONFIGS)])
+    futures[topic].result(20)
+    (described,) = admin.describe_configs([confluent_kafka.admin.ConfigResource("topic", topic)]).values()
+    entries = described.result(20)
+    for key, value in KAFKA_TOPIC_CONFIGS.items():
+        assert entries[key].value == value, key
+        assert entries[key].source == confluent_kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value, key
+    bad = {"compression.type": "brotli", "min.cleanable.dirty.ratio": "1.5", "preallocate": "maybe",
+           "remote.storage.enable": "true", "cleanup.policy": "compact", "segment.index.bytes": "2"}
+    for key, value in bad.items():
+        name = f"bad-{key.replace('.', '-')}"
+        future = admin.create_topics([confluent_kafka.admin.NewTopic(name, 1, 1, config={key: value})])[name]
+        with pytest.raises(confluent_kafka.KafkaException) as refused:
+            future.result(20)
+        assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG, key
+        assert key in refused.value.args[0].str(), key
+
+    # compression.type=zstd: uncompressed batches are stored as zstd; consumers read them as sent.
+    producer = confluent_kafka.Producer({"bootstrap.servers": module_broker.bootstrap, "compression.type": "none",
+                                         "linger.ms": 100})
+    now = int(time.time() * 1000)
+    for i in range(20):
+        producer.produce(topic, key=b"k%d" % i, value=b"payload %d " % i * 30, partition=0, timestamp=now)
+    assert producer.flush(20) == 0
+    read = confluent_consume(module_broker.bootstrap, topic, [0], timeout=30)
+    assert [r.key for r in read] == [b"k%d" % i for i in range(20)]
+    segment = next((module_broker.partition_dirs()[f"{topic}-0"] / f"{topic}-0").glob("*.log"))
+    records = MemoryRecords(segment.read_bytes())
+    codecs = set()
+    while records.has_next():
+        codecs.add(records.next_batch().compression_type)
+    assert codecs == {4}, "stored with the topic's compression.type (zstd)"
+
+    # message.timestamp.before.max.ms: a record a week old is refused.
+    late = confluent_kafka.Producer({"bootstrap.servers": module_broker.bootstrap, "retries": 0})
+    errors: list[Any] = []
+    late.produce(topic, value=b"old", partition=0, timestamp=now - 7 * 86_400_000,
+                 on_delivery=lambda err, msg: errors.append(err))
+    late.flush(20)
+    assert errors and errors[0].code() == confluent_kafka.KafkaError.INVALID_TIMESTAMP

@@ -22,7 +22,6 @@ INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_TOPIC_LIST_KEYS = frozenset({"cleanup.policy"})
 
 Result = tuple[ErrorCode, str | None]
 
@@ -35,7 +34,7 @@ class _Refused(Exception):
 
 def _is_list(resource_type: int, key: str) -> bool:
     if resource_type == TOPIC_RESOURCE:
-        return key in _TOPIC_LIST_KEYS
+        return key in TOPIC_CONFIGS and TOPIC_CONFIGS[key].kind == ConfigType.LIST
     definition = DEFINITIONS.get(key)
     return definition is not None and config_type_of(definition) == ConfigType.LIST
 

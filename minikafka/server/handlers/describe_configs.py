@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minikafka.config import DEFINITIONS, ConfigSource, ConfigType, config_type_of, format_value
+from minikafka.config import DEFINITIONS, ConfigSource, config_type_of, format_value
 from minikafka.server.context import BrokerContext
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
@@ -14,7 +14,6 @@ API_KEY = 32
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 BROKER_LOGGER_RESOURCE = 8
-_TOPIC_TYPES = {"message.timestamp.type": ConfigType.STRING, "cleanup.policy": ConfigType.LIST}
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
@@ -71,7 +70,7 @@ def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, sy
     definition = TOPIC_CONFIGS[key]
     entry: dict[str, Any] = {"name": key, "value": value, "read_only": False, "config_source": source,
                              "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
-                             "config_type": _TOPIC_TYPES.get(key, ConfigType.LONG), "synonyms": []}
+                             "config_type": definition.kind, "synonyms": []}
     if synonyms:
         if source == ConfigSource.DYNAMIC_TOPIC_CONFIG:
             entry["synonyms"].append({"name": key, "value": value, "source": source})

@@ -11,6 +11,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minikafka.storage.errors import (
     CorruptRecordError,
+    InvalidTimestampError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnsupportedMagic,
@@ -462,3 +463,27 @@ def test_max_timestamp_offset_and_epoch_for_offset(make_log):
     assert log.max_timestamp_offset() == (3, 901)  # the first batch to reach the maximum
     assert [log.epoch_for_offset(o) for o in (0, 3, 4, 7, 8, 9)] == [0, 0, 3, 3, 5, 5]
     assert make_log(topic="empty").epoch_for_offset(0) == -1
+
+
+@pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
+def test_compression_type_recompresses_batches_without_changing_records(make_log, target):
+    log = make_log(LogConfig(compression_type=target))
+    sent = make_batch(4, timestamp=100, compression=COMPRESSIONS["gzip" if target != "gzip" else "none"])
+    log.append_as_leader(sent, 0, 0)
+    (stored,) = decode_batches(read_all(log))
+    assert stored.compression_type == COMPRESSIONS["none" if target == "uncompressed" else target]
+    assert decode_records(read_all(log)) == decode_records(sent)
+    assert log.offset_for_timestamp(102) == (2, 102)
+
+
+def test_timestamps_outside_the_topic_window_are_refused(make_log):
+    log = make_log(LogConfig(timestamp_before_max_ms=1_000, timestamp_after_max_ms=500))
+    now = 10_000
+    with pytest.raises(InvalidTimestampError, match="message.timestamp.before.max.ms=1000"):
+        log.append_as_leader(make_batch(1, timestamp=now - 1_001), 0, now)
+    with pytest.raises(InvalidTimestampError):
+        log.append_as_leader(make_batch(1, timestamp=now + 501), 0, now)
+    log.append_as_leader(make_batch(2, timestamp=now - 1_000), 0, now)  # the edges are allowed
+    assert log.log_end_offset == 2
+    append_time = make_log(LogConfig(message_timestamp_type="LogAppendTime", timestamp_before_max_ms=1), partition=1)
+    append_time.append_as_leader(make_batch(1, timestamp=1), 0, now)  # the broker's time counts there
