@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 
 
 def code_blocks(language: str) -> list[str]:
@@ -23,3 +29,22 @@ def block_containing(language: str, text: str) -> str:
 def prose() -> str:
     """The README's text with runs of whitespace (line breaks included) as one space."""
     return " ".join(README.read_text().split())
+
+
+def copy_checkout(tmp_path: Path) -> Path:
+    """A copy of the checkout to run make in: Makefile, README, config/ and the sources, with a
+    `.venv` that is the virtualenv running the tests (its install stamp is newer than the copied
+    pyproject.toml, so make installs nothing). Skips when that virtualenv was not made by make."""
+    copy = tmp_path / "checkout"
+    copy.mkdir()
+    for name in ("Makefile", "README.md"):
+        shutil.copy2(ROOT / name, copy / name)
+    for name in ("config", "minikafka", "protocol"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    os.utime(copy / "pyproject.toml", (0, 0))
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / ".installed").exists():
+        pytest.skip(f"{venv} was not made by the Makefile (no bin/.installed)")
+    (copy / ".venv").symlink_to(venv)
+    return copy

@@ -293,16 +293,12 @@ class Broker:
             sock.close()
         for task in list(self._connections):
             task.cancel()
-        log.debug("stop: waiting for connections")
         await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
         self.group_coordinator.shutdown()
-        log.debug("stop: fetchers")
         if self.fetchers is not None:
             await self.fetchers.shutdown()
-        log.debug("stop: membership")
         if self.membership is not None:
             await self.membership.stop()
-        log.debug("stop: dir failures")
         await self.dir_failures.stop()
         await self.mover.stop()
         self.log_manager.shutdown()

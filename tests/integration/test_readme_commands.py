@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from importlib import metadata
@@ -23,7 +22,7 @@ import pytest
 
 from minikafka.config import DEFINITIONS
 from tests.integration.broker_process import free_port
-from tests.readme import block_containing, prose
+from tests.readme import block_containing, copy_checkout, prose
 
 pytestmark = pytest.mark.integration
 
@@ -40,19 +39,7 @@ def _make_env() -> dict[str, str]:
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    copy = tmp_path / "checkout"
-    copy.mkdir()
-    for name in ("Makefile", "README.md"):
-        shutil.copy2(ROOT / name, copy / name)
-    for name in ("config", "minikafka", "protocol"):
-        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copyfile(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    os.utime(copy / "pyproject.toml", (0, 0))
-    venv = Path(sys.prefix)
-    if not (venv / "bin" / ".installed").exists():
-        pytest.skip(f"{venv} was not made by the Makefile (no bin/.installed)")
-    (copy / ".venv").symlink_to(venv)
-    return copy
+    return copy_checkout(tmp_path)
 
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:

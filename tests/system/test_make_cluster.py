@@ -1,39 +1,27 @@
-"""`make cluster` as the README shows it: ZooKeeper and three brokers from config/, serving a
-replicated topic, and Ctrl-C stops every one of them. Run in a copy of the checkout whose
+"""`make cluster` as the README shows it: ZooKeeper and three brokers from config/ that Metadata
+shows with their controller, and Ctrl-C stops every one of them. Run in a copy of the checkout whose
 fixed ports are changed to free ones."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.broker_process import free_port, wait_until
-from tests.readme import prose
+from tests.readme import copy_checkout, prose
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    copy = tmp_path / "checkout"
-    copy.mkdir()
-    shutil.copy2(ROOT / "Makefile", copy / "Makefile")
-    for name in ("config", "minikafka", "protocol"):
-        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copyfile(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    os.utime(copy / "pyproject.toml", (0, 0))
-    venv = Path(sys.prefix)
-    if not (venv / "bin" / ".installed").exists():
-        pytest.skip(f"{venv} was not made by the Makefile (no bin/.installed)")
-    (copy / ".venv").symlink_to(venv)
+    copy = copy_checkout(tmp_path)
     ports: dict[str, str] = {}
     for config in sorted((copy / "config").glob("*.properties")):
         text = re.sub(r"(?<=127\.0\.0\.1:)(\d{4})\b", lambda m: ports.setdefault(m.group(1), str(free_port())),
