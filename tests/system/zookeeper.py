@@ -33,21 +33,39 @@ class ZooKeeperProcess:
         self.root.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.root / "data"
         self.data_dir.mkdir(exist_ok=True)
-        self.port = free_port()
+        self.tick_ms = tick_ms
         self.config = self.root / "zoo.cfg"
         self.output = self.root / "zookeeper.out"
-        # Sessions from 2 to 20 ticks ... 100 ticks: the tests use short session timeouts.
-        self.config.write_text("\n".join([
-            f"tickTime={tick_ms}", f"dataDir={self.data_dir}", f"clientPort={self.port}",
-            f"clientPortAddress={HOST}", "admin.enableServer=false", "4lw.commands.whitelist=ruok,srvr",
-            f"minSessionTimeout={2 * tick_ms}", f"maxSessionTimeout={100 * tick_ms}", "maxClientCnxns=0", ""]))
+        self._configure(free_port())
         self.process: subprocess.Popen[bytes] | None = None
+
+    def _configure(self, port: int) -> None:
+        self.port = port
+        tick = self.tick_ms
+        # Sessions from 2 to 100 ticks: the tests use short session timeouts.
+        self.config.write_text("\n".join([
+            f"tickTime={tick}", f"dataDir={self.data_dir}", f"clientPort={port}",
+            f"clientPortAddress={HOST}", "admin.enableServer=false", "4lw.commands.whitelist=ruok,srvr",
+            f"minSessionTimeout={2 * tick}", f"maxSessionTimeout={100 * tick}", "maxClientCnxns=0", ""]))
 
     @property
     def connect(self) -> str:
         return f"{HOST}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:
+        """Start and wait until it answers. A first start whose free port was taken meanwhile
+        (ZooKeeper exits at once) is tried again on another port; a restart keeps its port."""
+        first_start = self.process is None and not any(self.data_dir.iterdir())
+        for attempt in range(3 if first_start else 1):
+            try:
+                return self._start(timeout)
+            except ZooKeeperUnavailable:
+                if attempt == 2 or not first_start:
+                    raise
+                self._configure(free_port())
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> ZooKeeperProcess:
         if not ZK_SERVER.exists():
             raise ZooKeeperUnavailable(f"{ZK_SERVER} is missing: install Debian's zookeeper package (make test does)")
         env = dict(os.environ, ZOO_LOG_DIR=str(self.root), ZOO_LOG4J_PROP="WARN,CONSOLE")
@@ -59,6 +77,8 @@ class ZooKeeperProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self.process = None
+                _live.discard(self)
                 raise ZooKeeperUnavailable(f"ZooKeeper exited during startup:\n{self.output.read_text()[-4000:]}")
             if self.answers():
                 return self
