@@ -1,13 +1,14 @@
 """Operating a cluster through any broker: a clean stop (SIGTERM) moves leadership first,
 preferred leaders come back on request (ElectLeaders, from kafka-python and confluent-kafka),
-and a deleted topic leaves every broker's metadata and disks."""
+a deleted topic leaves every broker's metadata and disks, topic configs and new partitions
+reach every broker."""
 
 from __future__ import annotations
 
 import concurrent.futures
 
-from confluent_kafka import ElectionType, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import ElectionType, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 from confluent_kafka.admin import ConfigResource as Resource
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
@@ -101,3 +102,18 @@ def test_a_topic_config_changed_through_one_broker_reaches_every_broker(cluster:
     for broker in cluster.brokers.values():
         wait_until(lambda broker=broker: "configs of topic managed are now {'retention.ms': '123456'}"
                    in broker.stderr_text(), 15, what=f"broker {broker.broker_id} applying the change")
+
+
+def test_partitions_added_through_any_broker_get_replicated_leaders(cluster: Cluster) -> None:
+    cluster.create_topic(TOPIC, 1, 3)
+    confluent = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
+    futures = confluent.create_partitions([NewPartitions(TOPIC, 4)])
+    futures[TOPIC].result(timeout=30)
+    cluster.wait_for_leaders(TOPIC, 4, isr_size=3)
+    partitions = cluster.partitions(TOPIC)
+    assert all(sorted(p.replica_nodes) == [1, 2, 3] for p in partitions.values())
+    assert {p.leader_id for p in partitions.values()} == {1, 2, 3}, "new leaders spread over the brokers"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for partition in range(4):
+        producer.produce(TOPIC, b"to %d" % partition, partition=partition)
+    assert producer.flush(30) == 0
