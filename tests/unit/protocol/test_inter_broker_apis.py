@@ -1,4 +1,5 @@
-"""The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown), which
+"""The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
+AssignReplicasToDirs), which
 kafka-python does not ship, checked against bytes built here field by field from Kafka's
 message definitions: one old (non-flexible) and one flexible version of each, both ways, and
 a round trip of a populated message for every version."""
@@ -13,8 +14,10 @@ import pytest
 
 from protocol import SUPPORTED_APIS, decode_body, encode_body
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN = 4, 5, 6, 7
-HAND_CHECKED = frozenset({LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN})
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, ASSIGN_REPLICAS_TO_DIRS = 4, 5, 6, 7, 73
+HAND_CHECKED = frozenset({LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN,
+                          ASSIGN_REPLICAS_TO_DIRS})
+DIR_ID = uuid.UUID("11223344-5566-7788-99aa-bbccddeeff00")
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
 
@@ -153,6 +156,21 @@ def test_controlled_shutdown() -> None:
     _both_ways(CONTROLLED_SHUTDOWN, 3, False,
                {"error_code": 0, "remaining_partitions": [{"topic_name": "t", "partition_index": 1}]},
                i16(0) + compact_array([compact_string("t") + i32(1) + NO_TAGS]) + NO_TAGS)
+
+
+def test_assign_replicas_to_dirs() -> None:
+    request = {"broker_id": 2, "broker_epoch": 4242, "directories": [
+        {"id": DIR_ID, "topics": [{"topic_id": TOPIC_ID, "partitions": [{"partition_index": 5}]}]}]}
+    partitions = compact_array([i32(5) + NO_TAGS])
+    _both_ways(ASSIGN_REPLICAS_TO_DIRS, 0, True, request,
+               i32(2) + i64(4242) + compact_array([DIR_ID.bytes + compact_array([
+                   TOPIC_ID.bytes + partitions + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
+    response = {"throttle_time_ms": 0, "error_code": 0, "directories": [
+        {"id": DIR_ID, "topics": [{"topic_id": TOPIC_ID, "partitions": [{"partition_index": 5, "error_code": 100}]}]}]}
+    answers = compact_array([i32(5) + i16(100) + NO_TAGS])
+    _both_ways(ASSIGN_REPLICAS_TO_DIRS, 0, False, response,
+               i32(0) + i16(0) + compact_array([DIR_ID.bytes + compact_array([
+                   TOPIC_ID.bytes + answers + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
 
 
 def _both_ways(key: int, version: int, request: bool, body: dict[str, Any], expected: bytes) -> None:

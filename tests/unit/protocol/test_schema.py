@@ -185,6 +185,7 @@ def test_supported_apis_table() -> None:
         6: ("UpdateMetadata", 0, 8, 6),
         7: ("ControlledShutdown", 1, 3, 3),
         43: ("ElectLeaders", 0, 2, 2),
+        73: ("AssignReplicasToDirs", 0, 0, 0),
     }
     got = {
         key: (spec.name, spec.min_version, spec.max_version, spec.first_flexible)
