@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from minikafka.config import BrokerConfig
 from minikafka.controller import elections
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState, TopicAssignment
+from protocol import Message
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,9 @@ class ControllerState:
     partitions: dict[TopicPartition, PartitionRecord] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     deleting: set[str] = field(default_factory=set)
+    # Replicas on live brokers that cannot serve because their log dir failed (KIP-112): from
+    # the dirs a broker registers as offline, and from LeaderAndIsr answers of KAFKA_STORAGE_ERROR.
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(self.topics[tp[0]].partitions[tp[1]])
@@ -65,6 +70,30 @@ class ControllerState:
     @property
     def live(self) -> set[int]:
         return set(self.brokers) - self.shutting_down
+
+    def eligible(self, tp: TopicPartition) -> set[int]:
+        """The brokers whose replica of ``tp`` may lead or stay in sync: live, its dir online."""
+        return {b for b in self.live if tp not in self.offline_replicas.get(b, ())}
+
+    def offline_replicas_of(self, tp: TopicPartition) -> list[int]:
+        """Metadata's offline replicas: on a dead broker or on a failed log dir."""
+        return [b for b in self.replicas(tp) if b not in self.brokers or tp in self.offline_replicas.get(b, ())]
+
+    def offline_by_dirs(self, broker: int) -> set[TopicPartition]:
+        """The broker's replicas recorded in a log dir it does not list online, when it lists a dir
+        offline: their data is on the failed disk (a dir it does not list at all was replaced,
+        and its replicas are re-created by replication)."""
+        registration = self.brokers.get(broker)
+        if registration is None or not registration.offline_dirs:
+            return set()
+        online = registration.online_dir_ids
+        return {tp for tp in self.partitions_of(broker)
+                if (recorded := self.partitions[tp].state.directories.get(broker)) is not None
+                and recorded not in online}
+
+
+def _names(partitions: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "none"
 
 
 class ZkController:
@@ -181,6 +210,7 @@ class ZkController:
             await self._load_topic(name)
         state.deleting = set(await self.zk.topics_to_delete(watch=self._watch(self._deletions_requested)))
         await self.zk.isr_change_notifications(watch=self._watch(self._isr_changed))
+        state.offline_replicas = {b: state.offline_by_dirs(b) for b in state.brokers}
         await self._create_missing_partitions()
         await self._elect_offline(self._leaderless())
         self._send_update_metadata(state.brokers, state.partitions)
@@ -188,6 +218,7 @@ class ZkController:
             self._send_leader_and_isr(broker, state.partitions_of(broker))
         await self._delete_topics()
         await self._isr_changed()
+        await self._log_dir_events()
         if self.config["auto.leader.rebalance.enable"]:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_periodically())
 
@@ -218,12 +249,18 @@ class ZkController:
         state.brokers = now
         for broker in gone:
             state.shutting_down.discard(broker)
+            state.offline_replicas.pop(broker, None)
             await self.channels.remove(broker)
         if gone:
             log.info("brokers %s are gone; electing new leaders for their partitions", gone)
             await self._brokers_failed(gone)
         for broker in came:
             state.shutting_down.discard(broker)
+            state.offline_replicas[broker] = state.offline_by_dirs(broker)
+            if state.offline_replicas[broker]:
+                log.warning("broker %d registered with log dir(s) %s offline; its replicas there are offline: %s",
+                            broker, ", ".join(d.path for d in now[broker].offline_dirs),
+                            _names(state.offline_replicas[broker]))
             self._open_channel(broker, now[broker])
         if came:
             log.info("brokers %s registered", came)
@@ -259,9 +296,10 @@ class ZkController:
     def _leaderless(self) -> list[TopicPartition]:
         state = self.state
         return [tp for tp, record in state.partitions.items()
-                if tp[0] not in state.deleting and (record.state.leader not in state.live)]
+                if tp[0] not in state.deleting and record.state.leader not in state.eligible(tp)]
 
-    async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> None:
+    async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionRecord]:
+        """Elect a leader for partitions whose leader is gone or cannot serve; the changed ones."""
         state = self.state
         changed: dict[TopicPartition, PartitionRecord] = {}
         unclean_by_topic: dict[str, bool] = {}
@@ -272,7 +310,7 @@ class ZkController:
             if tp[0] not in unclean_by_topic:
                 unclean_by_topic[tp[0]] = await self._unclean_allowed(tp[0])
             unclean = unclean_by_topic[tp[0]]
-            chosen = elections.offline_partition(state.replicas(tp), record.state.isr, state.live, unclean)
+            chosen = elections.offline_partition(state.replicas(tp), record.state.isr, state.eligible(tp), unclean)
             if chosen is None:
                 if record.state.leader == elections.NO_LEADER:
                     continue
@@ -293,6 +331,7 @@ class ZkController:
             moved = ", ".join(f"{t}-{p}->{r.state.leader}" for (t, p), r in sorted(changed.items()))
             log.info("new leaders: %s", moved)
         self._tell_replicas(changed)
+        return changed
 
     async def _unclean_allowed(self, topic: str) -> bool:
         """The topic's unclean.leader.election.enable, else the broker's."""
@@ -300,6 +339,100 @@ class ZkController:
         if "unclean.leader.election.enable" in configs:
             return configs["unclean.leader.election.enable"].strip().lower() == "true"
         return bool(self.config["unclean.leader.election.enable"])
+
+    # ---- failed log dirs (KIP-112) ---------------------------------------------------------
+    async def _log_dir_events(self) -> None:
+        """A broker wrote /log_dir_event_notification: a log dir of it failed. Its registration
+        says which dir; the replicas recorded there go offline at once, and a LeaderAndIsr for
+        all its partitions makes it report any other (its answers come to
+        ``_leader_and_isr_answered``). The notification is deleted once handled: the broker
+        takes that as the controller's acknowledgement."""
+        notifications = await self.zk.log_dir_failure_notifications(watch=self._watch(self._log_dir_events))
+        if not notifications:
+            return
+        state = self.state
+        reported = sorted({broker for _, broker in notifications if broker is not None})
+        registered = await self.zk.live_brokers()
+        for broker in reported:
+            current = state.brokers.get(broker)
+            fresh = registered.get(broker)
+            if current is None or fresh is None or fresh.epoch != current.epoch:
+                continue  # gone or re-registered meanwhile: the broker changes handle it
+            state.brokers[broker] = fresh
+            newly = state.offline_by_dirs(broker) - state.offline_replicas.setdefault(broker, set())
+            if newly:
+                await self._replicas_offline(broker, newly)
+            else:
+                log.info("broker %d reported a failed log dir (%s); asking which of its replicas are offline",
+                         broker, ", ".join(d.path for d in fresh.offline_dirs) or "unknown dir")
+            self._send_leader_and_isr(broker, state.partitions_of(broker))
+        for path, _ in notifications:
+            await self.zk.delete_notification(path)
+
+    async def _replicas_offline(self, broker: int, replicas: set[TopicPartition]) -> None:
+        """``broker``'s replicas of these partitions cannot serve (their dir failed): the ones it
+        led get a new leader from the ISR, it leaves the others' ISR, and every broker's
+        metadata lists them offline."""
+        state = self.state
+        state.offline_replicas.setdefault(broker, set()).update(replicas)
+        replicas = {tp for tp in replicas if tp[0] not in state.deleting}
+        led = sorted(tp for tp in replicas if state.partitions[tp].state.leader == broker)
+        moved = await self._elect_offline(led)
+        left_isr: dict[TopicPartition, PartitionRecord] = {}
+        for tp in sorted(replicas - set(led)):
+            record = state.partitions[tp]
+            if broker in record.state.isr and len(record.state.isr) > 1:
+                updated = await self._write(tp, replace(record.state, isr=elections.without_replica(
+                    record.state.isr, broker)))
+                if updated is not None:
+                    left_isr[tp] = updated
+        self._tell_replicas(left_isr)
+        self._send_update_metadata(state.brokers, {tp: state.partitions[tp] for tp in replicas})
+        registration = state.brokers.get(broker)
+        dirs = ", ".join(d.path for d in registration.offline_dirs) if registration is not None else ""
+        leaders = ", ".join(f"{t}-{p} -> {r.state.leader if r.state.leader >= 0 else 'none'}"
+                            for (t, p), r in sorted(moved.items()))
+        log.warning("broker %d: log dir %s failed, %d replica(s) there offline (%s); leadership moved: %s; "
+                    "left the ISR: %s", broker, dirs or "(unknown)", len(replicas), _names(replicas),
+                    leaders or "none", _names(left_isr))
+
+    # ---- where replicas live (KIP-858) ------------------------------------------------------
+    async def assign_replicas_to_dirs(self, broker: int, broker_epoch: int,
+                                      assignments: list[tuple[uuid.UUID, int, uuid.UUID]]
+                                      ) -> tuple[ErrorCode, dict[tuple[uuid.UUID, int], ErrorCode]]:
+        """Record which log dir (directory id) holds each of ``broker``'s replicas, given as
+        (topic id, partition, directory id); per partition NONE or why not."""
+        return await self._ask(lambda: self._assign_replicas_to_dirs(broker, broker_epoch, assignments))
+
+    async def _assign_replicas_to_dirs(self, broker: int, broker_epoch: int,
+                                       assignments: list[tuple[uuid.UUID, int, uuid.UUID]]
+                                       ) -> tuple[ErrorCode, dict[tuple[uuid.UUID, int], ErrorCode]]:
+        state = self.state
+        registration = state.brokers.get(broker)
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, {}
+        if registration is None or registration.epoch != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, {}
+        names = {assignment.topic_id: name for name, assignment in state.topics.items()}
+        results: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+        for topic_id, index, directory in assignments:
+            name = names.get(topic_id)
+            tp = (name, index) if name is not None else None
+            if tp is None or tp not in state.partitions or name in state.deleting:
+                results[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if broker not in state.replicas(tp):
+                results[(topic_id, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            record = state.partitions[tp]
+            if record.state.directories.get(broker) != directory:
+                updated = await self._write(tp, replace(record.state, directories={
+                    **record.state.directories, broker: directory}))
+                if updated is None:  # the partition changed meanwhile: the broker sends it again
+                    results[(topic_id, index)] = ErrorCode.NOT_CONTROLLER
+                    continue
+            results[(topic_id, index)] = ErrorCode.NONE
+        return ErrorCode.NONE, results
 
     # ---- topics --------------------------------------------------------------------------
     async def _topics_changed(self) -> None:
@@ -385,7 +518,7 @@ class ZkController:
                     found = await self.zk.partition_state(*tp)
                     if found is not None:
                         changed[tp] = self.state.partitions[tp] = PartitionRecord(*found)
-            await self.zk.delete_isr_change_notification(name)
+            await self.zk.delete_notification(name)
         if changed:
             self._send_update_metadata(self.state.brokers, changed)
 
@@ -408,7 +541,8 @@ class ZkController:
             if len(state.replicas(tp)) < 2:
                 continue
             if record.state.leader == broker:
-                chosen = elections.controlled_shutdown(state.replicas(tp), record.state.isr, state.live, {broker})
+                chosen = elections.controlled_shutdown(state.replicas(tp), record.state.isr, state.eligible(tp),
+                                                       {broker})
                 if chosen is None:
                     continue
                 new_state = replace(record.state, leader=chosen.leader, isr=chosen.isr,
@@ -449,7 +583,7 @@ class ZkController:
             if record.state.leader == replicas[0]:
                 results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "already led by its preferred replica")
                 continue
-            chosen = elections.preferred_replica(replicas, record.state.isr, state.live)
+            chosen = elections.preferred_replica(replicas, record.state.isr, state.eligible(tp))
             if chosen is None:
                 results[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                                f"preferred replica {replicas[0]} is not alive and in sync")
@@ -478,7 +612,7 @@ class ZkController:
         state = self.state
         imbalanced = [tp for tp, record in state.partitions.items()
                       if state.replicas(tp) and record.state.leader != state.replicas(tp)[0]
-                      and state.replicas(tp)[0] in state.live and state.replicas(tp)[0] in record.state.isr]
+                      and state.replicas(tp)[0] in state.eligible(tp) and state.replicas(tp)[0] in record.state.isr]
         if imbalanced:
             await self._elect_preferred(imbalanced)
 
@@ -497,10 +631,16 @@ class ZkController:
             if found is not None:
                 state.partitions[tp] = PartitionRecord(*found)
             log.info("%s-%d changed while the controller decided; it will decide again", tp[0], tp[1])
-            self.post(lambda: self._elect_offline([tp]))
+            self.post(lambda: self._elect_again(tp))
             return None
         updated = state.partitions[tp] = PartitionRecord(new_state, version)
         return updated
+
+    async def _elect_again(self, tp: TopicPartition) -> None:
+        """After a lost race: elect only if the fresh state still has no leader that can serve."""
+        record = self.state.partitions.get(tp)
+        if record is not None and record.state.leader not in self.state.eligible(tp):
+            await self._elect_offline([tp])
 
     def _tell_replicas(self, changed: dict[TopicPartition, PartitionRecord], new: bool = False) -> None:
         """LeaderAndIsr to the live replicas of each changed partition, UpdateMetadata to all."""
@@ -537,11 +677,43 @@ class ZkController:
             address = registration.endpoint(self.listener) if registration is not None else None
             if address is not None:
                 live_leaders.append({"broker_id": leader, "host_name": address[0], "port": address[1]})
+        registration = state.brokers.get(broker)
+        broker_epoch = registration.epoch if registration is not None else -1
         self.channels.send(broker, LEADER_AND_ISR, {
             "controller_id": self.broker_id, "controller_epoch": state.epoch, "type": 0,
             "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}
                              for name, ps in by_topic.items()],
-            "live_leaders": live_leaders})
+            "live_leaders": live_leaders},
+            on_response=lambda response: self._leader_and_isr_answered(broker, broker_epoch, response))
+
+    def _leader_and_isr_answered(self, broker: int, broker_epoch: int, response: Message) -> None:
+        """A broker's per-partition answers tell which of its replicas are offline (KIP-112)."""
+        names = {assignment.topic_id: name for name, assignment in self.state.topics.items()}
+        offline: set[TopicPartition] = set()
+        online: set[TopicPartition] = set()
+        for topic in response.get("topics") or []:
+            name = names.get(topic.topic_id)
+            if name is None:
+                continue
+            for answer in topic.partition_errors:
+                if answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                    offline.add((name, answer.partition_index))
+                elif answer.error_code == ErrorCode.NONE:
+                    online.add((name, answer.partition_index))
+        if offline or online:
+            self.post(lambda: self._replica_states_reported(broker, broker_epoch, offline, online))
+
+    async def _replica_states_reported(self, broker: int, broker_epoch: int, offline: set[TopicPartition],
+                                       online: set[TopicPartition]) -> None:
+        state = self.state
+        registration = state.brokers.get(broker)
+        if not self.active or registration is None or registration.epoch != broker_epoch:
+            return
+        known = state.offline_replicas.setdefault(broker, set())
+        known -= online
+        newly = {tp for tp in offline - known if tp in state.partitions}
+        if newly:
+            await self._replicas_offline(broker, newly)
 
     def _send_update_metadata(self, brokers: Iterable[int], partitions: dict[TopicPartition, PartitionRecord]) -> None:
         state = self.state
@@ -554,7 +726,7 @@ class ZkController:
                 "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
                 "leader": record.state.leader, "leader_epoch": record.state.leader_epoch,
                 "isr": list(record.state.isr), "zk_version": record.zk_version, "replicas": list(replicas),
-                "offline_replicas": []})
+                "offline_replicas": state.offline_replicas_of(tp)})
         body = {
             "controller_id": self.broker_id, "controller_epoch": state.epoch,
             "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}

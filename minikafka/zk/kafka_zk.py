@@ -36,6 +36,7 @@ PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/confi
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_CHANGE_PREFIX = "config_change_"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirFailure event type
 
 Watch = Callable[[], None]
 
@@ -55,13 +56,35 @@ class BrokerIdTaken(Exception):
 # ---- znode values ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class LogDirState:
+    """One log dir of a broker as its registration lists it (KIP-858's directory ids)."""
+
+    path: str
+    directory_id: uuid.UUID | None  # None: the dir failed before its meta.properties could be read
+    online: bool
+
+
+@dataclass(frozen=True)
 class BrokerRegistration:
-    """/brokers/ids/N. ``epoch`` is the registration's creation zxid (Kafka's broker epoch)."""
+    """/brokers/ids/N. ``epoch`` is the registration's creation zxid (Kafka's broker epoch).
+
+    ``log_dirs`` is KIP-858's adaptation to ZooKeeper: the broker lists its dirs with their
+    directory ids and whether they are online, and rewrites the list when one fails, so the
+    controller knows which replicas a failed dir held. Kafka's own readers ignore the field."""
 
     broker_id: int
     endpoints: Mapping[str, tuple[str, int, str]]  # listener name -> (host, port, security protocol)
     rack: str | None = None
     epoch: int = -1
+    log_dirs: tuple[LogDirState, ...] = ()
+
+    @property
+    def online_dir_ids(self) -> frozenset[uuid.UUID]:
+        return frozenset(d.directory_id for d in self.log_dirs if d.online and d.directory_id is not None)
+
+    @property
+    def offline_dirs(self) -> tuple[LogDirState, ...]:
+        return tuple(d for d in self.log_dirs if not d.online)
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         found = self.endpoints.get(listener)
@@ -71,9 +94,11 @@ class BrokerRegistration:
         protocols = {name: protocol for name, (_, _, protocol) in self.endpoints.items()}
         urls = [f"{name}://{host}:{port}" for name, (host, port, _) in self.endpoints.items()]
         plain = next(((h, p) for n, (h, p, s) in self.endpoints.items() if s == "PLAINTEXT"), ("", -1))
+        dirs = [{"path": d.path, "id": encode_topic_id(d.directory_id) if d.directory_id else None,
+                 "online": d.online} for d in self.log_dirs]
         return _json({"features": {}, "listener_security_protocol_map": protocols, "endpoints": urls,
                       "jmx_port": -1, "host": plain[0], "port": plain[1], "rack": self.rack,
-                      "timestamp": str(int(time.time() * 1000)), "version": 5})
+                      "timestamp": str(int(time.time() * 1000)), "version": 5, "log_dirs": dirs})
 
     @classmethod
     def decode(cls, broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
@@ -84,7 +109,9 @@ class BrokerRegistration:
             name, _, address = url.partition("://")
             host, _, port = address.rpartition(":")
             endpoints[name] = (host.strip("[]"), int(port), protocols.get(name, name))
-        return cls(broker_id, endpoints, doc.get("rack"), epoch)
+        dirs = tuple(LogDirState(str(d["path"]), decode_topic_id(d["id"]) if d.get("id") else None,
+                                 bool(d.get("online", True))) for d in doc.get("log_dirs") or [])
+        return cls(broker_id, endpoints, doc.get("rack"), epoch, dirs)
 
 
 @dataclass(frozen=True)
@@ -121,17 +148,24 @@ class LeaderIsr:
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    # Which log dir (directory id) holds each broker's replica, as the brokers reported it
+    # (KIP-858's partition directories); a broker missing here has not reported yet.
+    directories: Mapping[int, uuid.UUID] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return _json({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
-                      "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
+        doc: dict[str, Any] = {"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
+                               "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
+        if self.directories:
+            doc["directories"] = {str(b): encode_topic_id(d) for b, d in sorted(self.directories.items())}
+        return _json(doc)
 
     @classmethod
     def decode(cls, path: str, data: bytes) -> LeaderIsr:
         doc = _load(path, data)
         try:
             return cls(int(doc["leader"]), int(doc["leader_epoch"]), tuple(int(b) for b in doc["isr"]),
-                       int(doc["controller_epoch"]))
+                       int(doc["controller_epoch"]),
+                       {int(b): decode_topic_id(d) for b, d in (doc.get("directories") or {}).items()})
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: partition state lacks {exc}") from None
 
@@ -354,6 +388,10 @@ class KafkaZk:
         assert stat is not None
         return int(stat.czxid)
 
+    async def update_broker_registration(self, registration: BrokerRegistration) -> None:
+        """Rewrite this broker's registration (its log dirs changed); its epoch stays."""
+        await self.set(f"/brokers/ids/{registration.broker_id}", registration.encode())
+
     async def live_brokers(self, watch: Watch | None = None) -> dict[int, BrokerRegistration]:
         found: dict[int, BrokerRegistration] = {}
         for child in await self.children("/brokers/ids", watch):
@@ -489,7 +527,28 @@ class KafkaZk:
                 found.append((path, []))
         return found
 
-    async def delete_isr_change_notification(self, path: str) -> None:
+    async def notify_log_dir_failure(self, broker_id: int) -> str:
+        """Tell the controller a log dir of ``broker_id`` failed (Kafka's LogDirFailure event);
+        the notification's path, which the controller deletes once it has read it."""
+        return str(await self.create(f"/log_dir_event_notification/{LOG_DIR_EVENT_PREFIX}", _json(
+            {"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT}), sequence=True))
+
+    async def log_dir_failure_notifications(self, watch: Watch | None = None) -> list[tuple[str, int | None]]:
+        """(path, broker id) of every log dir event notification; None for an unreadable one."""
+        found: list[tuple[str, int | None]] = []
+        for child in await self.children("/log_dir_event_notification", watch):
+            path = f"/log_dir_event_notification/{child}"
+            got = await self.get(path)
+            if got is None:
+                continue
+            try:
+                found.append((path, int(_load(path, got[0])["broker"])))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable log dir event notification %s: %s", path, exc)
+                found.append((path, None))
+        return found
+
+    async def delete_notification(self, path: str) -> None:
         await self.delete(path)
 
     # -- configs ---------------------------------------------------------------------------------
