@@ -111,9 +111,15 @@ async def _serve(config: BrokerConfig) -> int:
     except BrokerStartupError as exc:
         log.error("broker cannot start: %s", exc)
         return 1
-    await stopping.wait()
+    requested = asyncio.ensure_future(broker.shutdown_requested.wait())
+    signalled = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait([requested, signalled], return_when=asyncio.FIRST_COMPLETED)
+    for waiter in (requested, signalled):
+        waiter.cancel()
     await broker.stop()
-    return 0
+    # A broker that stopped on its own (a log dir failure the controller could not be told of)
+    # exits non-zero, so a supervisor notices and restarts it.
+    return 1 if broker.shutdown_requested.is_set() and not stopping.is_set() else 0
 
 
 if __name__ == "__main__":

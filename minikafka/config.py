@@ -151,6 +151,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "how often each log dir is checked to still be the directory opened at startup "
                   "(not deleted, replaced or unmounted); 0 turns the check off", lambda v: v >= 0,
                   "must be >= 0"),
+        ConfigDef("log.dir.failure.timeout.ms", _parse_int, 30_000,
+                  "cluster mode: how long a broker keeps telling the controller that a log dir failed "
+                  "before it shuts down (when it led replicas there), so that they get other leaders",
+                  lambda v: v >= 1, "must be >= 1"),
         ConfigDef("message.max.bytes", _parse_int, 1048588, "largest record batch accepted",
                   lambda v: v >= 0, "must be >= 0"),
         ConfigDef("socket.request.max.bytes", _parse_int, 104857600, "largest request frame accepted",

@@ -62,7 +62,8 @@ class LogDirFailureHandler:
     (until then, the guard already refuses every call on that dir).  Event-loop thread only;
     the Broker creates it once its ReplicaManager and controller are up, and stops it.
 
-    ``on_replicas_offline(partitions)`` tells the controller; ``cancel_moves(log_dir, reason)``
+    ``on_replicas_offline(log_dir, partitions, led)`` tells the controller (``led``: those this
+    broker was leading); ``cancel_moves(log_dir, reason)``
     stops moves into or out of the dir; ``on_no_live_dir()`` is called when the last dir is
     gone (the broker halts, as Kafka does); ``min_free_bytes()`` is log.dir.min.free.bytes.
     """
@@ -73,7 +74,7 @@ class LogDirFailureHandler:
         replica_manager: ReplicaManager,
         failure_channel: LogDirFailureChannel,
         *,
-        on_replicas_offline: Callable[[list[TopicPartition]], Any],
+        on_replicas_offline: Callable[[str, list[TopicPartition], list[TopicPartition]], Any],
         on_no_live_dir: Callable[[], Any],
         cancel_moves: Callable[[str, str], Any] | None = None,
         check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS,
@@ -167,6 +168,7 @@ class LogDirFailureHandler:
         keys = set(self.log_manager.take_dir_offline(log_dir))
         keys.update(key for key, p in self.replica_manager.partitions.items() if p.log.log_dir == log_dir)
         replicas = sorted(keys)
+        led = [key for key in replicas if (p := self.replica_manager.partitions.get(key)) is not None and p.is_leader]
         self.replica_manager.take_offline(replicas, reason)
         self.replicas_by_dir[log_dir] = replicas
         LOG_DIRECTORY_OFFLINE.labels(log_dir).set(1)
@@ -178,7 +180,7 @@ class LogDirFailureHandler:
             except Exception:
                 log.exception("stopping the moves involving %s failed", log_dir)
         try:
-            self.on_replicas_offline(replicas)
+            self.on_replicas_offline(log_dir, replicas, led)
         except Exception:
             log.exception("could not tell the controller about the replicas of %s", log_dir)
         if not self.log_manager.live_dirs:

@@ -297,6 +297,13 @@ class ReplicaManager:
         self.propose_isr: IsrProposer | None = None
         # What the cluster knows, to tell "not hosted here" (NOT_LEADER_OR_FOLLOWER) from "no such partition".
         self.metadata: MetadataCache | None = None
+        # Cluster mode: a replica that existed before but is in no log dir is re-created empty when
+        # every dir is online (its disk was replaced; it is rebuilt from the leader, KIP-112). The
+        # embedded broker has no other copy to rebuild from, so it never does that on its own.
+        self.rebuild_missing_replicas = False
+        # Told where each hosted replica's log is (created, opened or moved), to report it to the
+        # controller (KIP-858).
+        self.on_replica_placed: Callable[[Partition], None] | None = None
 
     # --- leadership ---------------------------------------------------------------------------
     def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
@@ -337,7 +344,8 @@ class ReplicaManager:
         if partition is None:
             if key in self.offline_partitions:
                 return None
-            if self.log_manager.get_log(topic, index) is None and not is_new_replica:
+            if self.log_manager.get_log(topic, index) is None and not is_new_replica and not (
+                    self.rebuild_missing_replicas and not self.log_manager.failure_channel.offline_dirs):
                 self._set_offline(key, "its data is in no live log dir")
                 return None
             log_ = self._get_or_create_log(topic, index, topic_id, config)
@@ -347,6 +355,8 @@ class ReplicaManager:
             self.partitions[key] = partition
         # A log loaded at startup was opened with the broker's defaults; the topic's configs count.
         partition.log.update_config(config)
+        if self.on_replica_placed is not None:
+            self.on_replica_placed(partition)
         return partition
 
     def _get_or_create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig) -> Log | None:
@@ -461,6 +471,8 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is not None:
             partition.log = new_log
+            if self.on_replica_placed is not None:
+                self.on_replica_placed(partition)
 
     # --- produce ----------------------------------------------------------------------------
     def append(self, topic: str, index: int, records: bytes | None, now: int, *,

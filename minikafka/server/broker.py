@@ -21,7 +21,7 @@ from minikafka.config import BrokerConfig
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
-from minikafka.controller.topics import INTERNAL_TOPICS
+from minikafka.controller.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.group.offsets_topic import OffsetsTopic
@@ -35,6 +35,7 @@ from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
+from minikafka.server.log_dir_reports import LogDirReports
 from minikafka.storage.errors import (
     InconsistentMetadataError,
     KafkaStorageError,
@@ -69,6 +70,9 @@ class Broker:
         self._metrics_server: Any = None
         self.membership: ClusterMembership | None = None
         self.fetchers: ReplicaFetcherManager | None = None
+        self.dir_reports: LogDirReports | None = None
+        # Set when the broker decides to stop on its own (the process then stops as on SIGTERM).
+        self.shutdown_requested = asyncio.Event()
         self.port = 0
 
     async def start(self) -> None:
@@ -174,21 +178,40 @@ class Broker:
         registration = BrokerRegistration(config.broker_id, advertised)
         self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter)
         self.membership.controller_endpoint = lambda: endpoint_of(self.metadata.controller_id)
+        self.dir_reports = LogDirReports(self.membership, self.log_manager, config["log.dir.failure.timeout.ms"],
+                                         self.membership.controller_endpoint, self._shut_down)
+        self.membership.registration = dataclasses.replace(registration, log_dirs=self.dir_reports.log_dir_states())
+        self.replica_manager.rebuild_missing_replicas = True
+        self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
         commands = ControllerCommands(config, self.replica_manager, self.fetchers, self.metadata,
                                       self.group_coordinator, self.membership.topic_configs)
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:
             raise BrokerStartupError(str(exc)) from None
+        self.dir_reports.start()
         return commands
+
+    def _shut_down(self, reason: str) -> None:
+        log.critical("broker %d is shutting down: %s", self.config.broker_id, reason)
+        self.shutdown_requested.set()
 
     def _apply_broker_configs_soon(self) -> None:
         if self.membership is not None:
             self.membership.apply_broker_configs_soon()
 
-    def _replicas_offline(self, partitions: list[tuple[str, int]]) -> None:
+    def _replicas_offline(self, log_dir: str, partitions: list[tuple[str, int]],
+                          led: list[tuple[str, int]]) -> None:
         if isinstance(self.controller, EmbeddedController):
             self.controller.replicas_offline(partitions)
+            return
+        if self.fetchers is not None:
+            self.fetchers.stop_following(partitions)
+        for topic, index in partitions:
+            if topic == OFFSETS_TOPIC:
+                self.group_coordinator.leadership_changed(index, False)
+        if self.dir_reports is not None:
+            self.dir_reports.dir_failed(log_dir, partitions, led)
 
     def _create_mover(self) -> LogDirMover:
         """The movers of replicas between log dirs, their throttle following the dynamic config."""
@@ -297,6 +320,8 @@ class Broker:
         self.group_coordinator.shutdown()
         if self.fetchers is not None:
             await self.fetchers.shutdown()
+        if self.dir_reports is not None:
+            await self.dir_reports.stop()
         if self.membership is not None:
             await self.membership.stop()
         await self.dir_failures.stop()
@@ -308,7 +333,7 @@ class Broker:
 
 
 # The controller's requests: a cluster broker serves them, an embedded one has no controller but itself.
-CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7})
+CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 73})
 
 
 def new_cluster_id() -> str:

@@ -13,6 +13,7 @@ Event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -22,7 +23,7 @@ from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import Partition, ReplicaManager
 from minikafka.topic_config import log_config_for
-from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LeaderIsr, StaleState
+from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,12 @@ class ClusterMembership:
         await self.zk.config_changes(self._config_changed)
         self.controller.post(self.controller.controller_moved)
 
+    async def update_log_dirs(self, log_dirs: tuple[LogDirState, ...]) -> None:
+        """Rewrite the registration with the log dirs' states (one failed); a later
+        re-registration carries them too."""
+        self.registration = dataclasses.replace(self.registration, log_dirs=log_dirs)
+        await self.zk.update_broker_registration(self.registration)
+
     # ---- ISR changes as leader -------------------------------------------------------------------
     def propose_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
         self._spawn(lambda: self._write_isr(partition, isr))
@@ -128,11 +135,13 @@ class ClusterMembership:
         topic, index = partition.topic, partition.index
         try:
             found = await self.zk.partition_state(topic, index)
-            if found is None or found[1] != partition.partition_epoch or found[0].leader != self.broker_id \
-                    or found[0].leader_epoch != partition.leader_epoch:
+            # A newer version that only records replicas' log dirs (KIP-858) changed nothing this
+            # leader decides on; anything else the controller changed makes the proposal stale.
+            if found is None or found[0].leader != self.broker_id or found[0].leader_epoch != partition.leader_epoch \
+                    or found[0].isr != partition.isr:
                 raise StaleState(f"{topic}-{index}")
-            new_state = LeaderIsr(self.broker_id, partition.leader_epoch, isr, found[0].controller_epoch)
-            version = await self.zk.update_partition_state(topic, index, new_state, partition.partition_epoch)
+            new_state = dataclasses.replace(found[0], isr=isr)
+            version = await self.zk.update_partition_state(topic, index, new_state, found[1])
         except StaleState:
             log.info("%s-%d: not changing the ISR to %s: the controller changed the partition meanwhile", topic, index,
                      list(isr))
@@ -191,6 +200,10 @@ class ClusterMembership:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships elsewhere before it stops."""
         if not self.config["controlled.shutdown.enable"]:
+            return
+        if not self.zk.connected:
+            log.warning("ZooKeeper is unreachable: no controller can move this broker's leaderships; "
+                        "stopping without a controlled shutdown")
             return
         retries = self.config["controlled.shutdown.max.retries"]
         for attempt in range(1, retries + 1):

@@ -52,7 +52,7 @@ class Node:
         self.min_free_bytes = min_free_bytes
         self.handler = LogDirFailureHandler(
             self.log_manager, self.replica_manager, self.channel,
-            on_replicas_offline=self.controller.replicas_offline,
+            on_replicas_offline=lambda _dir, partitions, _led: self.controller.replicas_offline(partitions),
             on_no_live_dir=self._halt,
             cancel_moves=lambda log_dir, reason: self.cancelled.append((log_dir, reason)),
             check_interval_ms=check_interval_ms,
