@@ -41,7 +41,7 @@ PROPAGATION_WAIT_S = 10.0
 
 class ZkClusterAdmin(ClusterControl):
     def __init__(self, config: BrokerConfig, zk: KafkaZk, metadata: MetadataCache,
-                 apply_broker_configs: Callable[[], None]) -> None:
+                 apply_broker_configs: Callable[[], None], preferred_log_dirs: dict[tuple[str, int], str]) -> None:
         self.config = config
         self.zk = zk
         self.metadata = metadata
@@ -50,7 +50,8 @@ class ZkClusterAdmin(ClusterControl):
         self._producer_ids: range = range(0)
         self._next_producer_index = 0
         self._producer_id_lock = asyncio.Lock()
-        self.preferred_log_dirs: dict[tuple[str, int], str] = {}
+        # The log manager's: it creates a replica in the dir asked for before the replica existed.
+        self.preferred_log_dirs = preferred_log_dirs
 
     @property
     def cluster_id(self) -> str:

@@ -97,7 +97,8 @@ class Broker:
         if self.config.embedded:
             self.controller: ClusterControl = self._start_embedded_controller()
         else:
-            self.controller = ZkClusterAdmin(self.config, self.zk, self.metadata, self._apply_broker_configs_soon)
+            self.controller = ZkClusterAdmin(self.config, self.zk, self.metadata, self._apply_broker_configs_soon,
+                                             self.log_manager.preferred_log_dirs)
         self.mover = self._create_mover()
         self.dir_failures = LogDirFailureHandler(
             self.log_manager, self.replica_manager, self.failure_channel,
