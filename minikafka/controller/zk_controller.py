@@ -266,7 +266,9 @@ class ZkController:
             log.info("brokers %s registered", came)
             await self._brokers_started(came)
         if gone or came:
-            self._send_update_metadata(state.brokers, {})
+            # Every broker learns of the newcomers' replicas on failed dirs from their first metadata.
+            offline = {tp for broker in came for tp in state.offline_replicas[broker]}
+            self._send_update_metadata(state.brokers, {tp: state.partitions[tp] for tp in offline})
 
     async def _brokers_failed(self, gone: list[int]) -> None:
         state = self.state
