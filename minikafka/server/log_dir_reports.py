@@ -9,9 +9,9 @@
 * a failed log dir: the broker's registration is rewritten with the dir offline and a
   /log_dir_event_notification is written; the controller deletes the notification once it has
   moved leadership off that dir, which is its acknowledgement. Until then both are retried;
-  if no acknowledgement comes within log.dir.failure.timeout.ms and this broker led replicas
-  in that dir, it shuts down (cleanly), the only other way for those partitions to get a new
-  leader (KIP-858).
+  if no acknowledgement comes within log.dir.failure.timeout.ms the broker shuts down
+  (cleanly), as KIP-858 asks: the only other way for partitions it led there to get a new
+  leader.
 
 Event-loop thread only; the Broker creates it when it joins the cluster and stops it.
 """
@@ -153,8 +153,23 @@ class LogDirReports:
         self._spawn(lambda: self._report_failure(log_dir, led))
 
     async def _report_failure(self, log_dir: str, led: list[TopicPartition]) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.failure_timeout_ms / 1000
+        # A deadline around the whole report: while ZooKeeper is away, kazoo holds requests
+        # until it reconnects, so no single call can be trusted to come back in time.
+        try:
+            await asyncio.wait_for(self._until_acknowledged(log_dir), self.failure_timeout_ms / 1000)
+            return
+        except TimeoutError:
+            pass
+        led_text = (f"; it led {len(led)} replica(s) there ({', '.join(f'{t}-{p}' for t, p in sorted(led))})"
+                    if led else "")
+        log.critical("the controller has not acknowledged the failure of log dir %s within "
+                     "log.dir.failure.timeout.ms=%d%s; shutting down so that other brokers take over",
+                     log_dir, self.failure_timeout_ms, led_text)
+        self.shut_down(f"log dir {log_dir} failed and the controller could not be told")
+
+    async def _until_acknowledged(self, log_dir: str) -> None:
+        """Register the dir offline and notify the controller, then wait until it deleted the
+        notification; ZooKeeper errors are retried."""
         zk = self.membership.zk
         notification: str | None = None
         attempts = 0
@@ -173,12 +188,4 @@ class LogDirReports:
                 if attempts == 1 or attempts % 20 == 0:
                     log.warning("cannot tell the controller that log dir %s failed (%s: %s); retrying",
                                 log_dir, type(exc).__name__, exc)
-            if loop.time() >= deadline and led:
-                log.critical("the controller has not acknowledged the failure of log dir %s within "
-                             "log.dir.failure.timeout.ms=%d while this broker leads %d replica(s) there (%s); "
-                             "shutting down so that other brokers take over their leadership",
-                             log_dir, self.failure_timeout_ms, len(led),
-                             ", ".join(f"{t}-{p}" for t, p in sorted(led)))
-                self.shut_down(f"log dir {log_dir} failed and the controller could not be told")
-                return
-            await asyncio.sleep(RETRY_BACKOFF_S if loop.time() < deadline else 2 * RETRY_BACKOFF_S)
+            await asyncio.sleep(RETRY_BACKOFF_S)
