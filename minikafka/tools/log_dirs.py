@@ -160,17 +160,27 @@ def _broker_list(text: str | None, cluster: Cluster) -> list[int]:
     if not text:
         return sorted(cluster.brokers)
     try:
-        return [int(item) for item in text.split(",") if item.strip()]
+        brokers = [int(item) for item in text.split(",") if item.strip()]
     except ValueError:
         raise ToolError(f"--broker-list: {text!r} is not a comma-separated list of broker ids") from None
+    unknown = [b for b in brokers if b not in cluster.brokers]
+    if unknown:
+        raise ToolError(f"--broker-list: broker {unknown[0]} is not in the cluster (brokers: {sorted(cluster.brokers)})")
+    return brokers
 
 
 def describe_json(cluster: Cluster, brokers: list[int], topics: set[str] | None) -> dict[str, Any]:
-    """Kafka's kafka-log-dirs.sh JSON for ``brokers`` (partitions of ``topics`` only, if given)."""
-    out = []
+    """Kafka's kafka-log-dirs.sh JSON for ``brokers`` (partitions of ``topics`` only, if given).
+    A broker that does not answer gets an ``error`` instead of its dirs."""
+    out: list[dict[str, Any]] = []
     for broker in brokers:
+        try:
+            results = cluster.describe(broker)
+        except ToolError as exc:
+            out.append({"broker": broker, "error": str(exc), "logDirs": []})
+            continue
         dirs = []
-        for result in cluster.describe(broker):
+        for result in results:
             partitions = []
             for topic in result.topics:
                 if topics is not None and topic.name not in topics:
@@ -192,6 +202,18 @@ def describe_json(cluster: Cluster, brokers: list[int], topics: set[str] | None)
     return {"version": 1, "brokers": out}
 
 
+def problems(document: dict[str, Any]) -> list[str]:
+    """One line per broker that did not answer and per failed log dir, for the operator."""
+    lines = []
+    for broker in document["brokers"]:
+        if "error" in broker:
+            lines.append(f"broker {broker['broker']} did not answer: {broker['error']}")
+        for log_dir in broker["logDirs"]:
+            if log_dir["error"] is not None:
+                lines.append(f"broker {broker['broker']}: log dir {log_dir['logDir']} is offline ({log_dir['error']})")
+    return lines
+
+
 def _move_error(partition: Any) -> str | None:
     raw = (partition.get("_unknown_tagged_fields") or {}).get(MOVE_ERROR_TAG)
     return raw.decode("utf-8", "replace") if raw is not None else None
@@ -204,9 +226,12 @@ def describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         topics = {t.strip() for t in args.topic_list.split(",") if t.strip()} if args.topic_list else None
         err.write("Querying brokers for log directories information\n")
         document = describe_json(cluster, brokers, topics)
-        err.write(f"Received log directory information from brokers {','.join(map(str, brokers))}\n")
+        answered = [b["broker"] for b in document["brokers"] if "error" not in b]
+        err.write(f"Received log directory information from brokers {','.join(map(str, answered))}\n")
+        for line in problems(document):
+            err.write(line + "\n")
         out.write(json.dumps(document) + "\n")
-        return 0
+        return 0 if len(answered) == len(brokers) else 1
     finally:
         cluster.close()
 
