@@ -4,7 +4,9 @@ A ``ProducerRun`` produces ``{name}-{seq}`` records from its own thread (conflue
 kafka-python, idempotent, acks=all) until told to stop, and records where each acknowledged
 one landed. ``read_all`` reads every partition to its end; ``assert_exactly_once`` checks that
 every acknowledged record is there once, where it was acknowledged, in order per producer and
-partition, and that nothing else is there but records whose delivery failed.
+partition, and that nothing else is there but records whose delivery failed. A ``ConsumerRun``
+reads alongside from its own thread; ``assert_consumed_once`` checks that it was given exactly
+what is stored, once, in order.
 """
 
 from __future__ import annotations
@@ -102,6 +104,66 @@ class Record:
     value: bytes
     partition: int
     offset: int
+
+
+@dataclass
+class ConsumerRun:
+    """Reads every partition of ``topic`` from its start while the scenario runs (confluent-kafka,
+    assigned partitions, nothing committed), keeping every record it is given."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    records: list[Record] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> ConsumerRun:
+        self._thread = threading.Thread(target=self._run, name=f"consumer-{self.topic}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"watch-{self.topic}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+            while not self._stop.is_set():
+                message = consumer.poll(0.2)
+                if message is not None and not message.error():
+                    self.records.append(Record(message.key(), message.value(), message.partition(),
+                                               message.offset()))
+        finally:
+            consumer.close()
+
+    def read_up_to(self, ends: dict[int, int]) -> bool:
+        last = {r.partition: r.offset for r in self.records}
+        return all(end == 0 or last.get(p, -1) >= end - 1 for p, end in ends.items())
+
+    def stop(self, timeout: float = 30) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the consumer of {self.topic} did not finish within {timeout}s"
+
+
+def assert_consumed_once(consumer: ConsumerRun, stored: list[Record], timeout: float = 60) -> None:
+    """The consumer, which ran through the whole scenario, was given every stored record once, in
+    offset order per partition, and nothing else. Stops it."""
+    ends: dict[int, int] = {p: 0 for p in range(consumer.partitions)}
+    for r in stored:
+        ends[r.partition] = max(ends[r.partition], r.offset + 1)
+    try:
+        wait_until(lambda: consumer.read_up_to(ends), timeout, interval=0.2,
+                   what=f"the consumer of {consumer.topic} at the end of every partition")
+    finally:
+        consumer.stop()
+    for p in range(consumer.partitions):
+        expected = [(r.offset, r.key) for r in stored if r.partition == p]
+        given = [(r.offset, r.key) for r in consumer.records if r.partition == p and r.offset < ends[p]]
+        assert given == sorted(expected), (
+            f"the consumer of {consumer.topic}-{p} was given {len(given)} records ({len(set(given))} distinct), "
+            f"{len(expected)} are stored")
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[Record]:
