@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from prometheus_client import Gauge
+
 from minikafka.config import BrokerConfig
 from minikafka.controller import elections
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
@@ -38,6 +40,12 @@ T = TypeVar("T")
 Outcome = tuple[ErrorCode, str | None]
 LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+ACTIVE_CONTROLLER = Gauge("kafka_controller_KafkaController_ActiveControllerCount",
+                          "1 on the broker that is the active controller, else 0")
+OFFLINE_PARTITIONS = Gauge("kafka_controller_KafkaController_OfflinePartitionsCount",
+                           "Partitions with no leader (their in-sync replicas are dead or on failed dirs); "
+                           "counted by the active controller, 0 elsewhere")
 
 
 @dataclass
@@ -130,6 +138,7 @@ class ZkController:
             event = await self._events.get()
             try:
                 await event()
+                self._export_counts()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # ZooKeeper gone, a lost race: start over from ZooKeeper
@@ -180,10 +189,18 @@ class ZkController:
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, self.state.epoch)
         await self._take_over()
 
+    def _export_counts(self) -> None:
+        state = self.state
+        ACTIVE_CONTROLLER.set(1 if self.active else 0)
+        OFFLINE_PARTITIONS.set(0 if not self.active else sum(
+            1 for tp, record in state.partitions.items()
+            if record.state.leader < 0 and tp[0] not in state.deleting))
+
     async def _resign(self) -> None:
         if not self.active:
             return
         self.active = False
+        self._export_counts()
         log.info("broker %d is no longer the controller", self.broker_id)
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()

@@ -36,7 +36,7 @@ CLUSTER_SETTINGS = {
 
 class Cluster:
     def __init__(self, root: Path, zookeeper: ZooKeeperProcess, size: int = 3, chroot: str = "/minikafka",
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, metrics: bool = False) -> None:
         self.zookeeper = zookeeper
         self.brokers: dict[int, BrokerProcess] = {}
         self.internal_ports: dict[int, int] = {}
@@ -46,6 +46,8 @@ class Cluster:
                                               **(overrides or {})})
             internal = self.internal_ports[broker_id] = free_port()
             broker.overrides["listeners"] = f"PLAINTEXT://{HOST}:{broker.port},INTERNAL://{HOST}:{internal}"
+            if metrics:
+                broker.overrides["metrics.port"] = str(broker.metrics_port)
             self.brokers[broker_id] = broker
 
     def start(self) -> Cluster:

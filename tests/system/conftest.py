@@ -38,9 +38,11 @@ def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
 @pytest.fixture
 def cluster(request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeperProcess) -> Iterator[Cluster]:
     """Three brokers, two log dirs each, started and all in Metadata. A test that needs other
-    settings marks itself ``@pytest.mark.cluster_settings(key=value, ...)``."""
+    settings marks itself ``@pytest.mark.cluster_settings(key=value, ...)``; one that reads the
+    brokers' Prometheus endpoints marks itself ``@pytest.mark.cluster_metrics``."""
     marker = request.node.get_closest_marker("cluster_settings")
-    made = Cluster(tmp_path, zookeeper, overrides=dict(marker.kwargs) if marker else None)
+    made = Cluster(tmp_path, zookeeper, overrides=dict(marker.kwargs) if marker else None,
+                   metrics=request.node.get_closest_marker("cluster_metrics") is not None)
     request.node.stash.setdefault(_CLUSTERS_KEY, []).append(made)
     try:
         yield made.start()

@@ -13,6 +13,7 @@ record is read back exactly once, by a fresh reader and by a consumer that ran t
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -254,6 +255,29 @@ def _controller_knows_each_replicas_dir(s: Scenario) -> None:
 
 # ---------------------------------------------------------------- the scenarios
 
+def _metric(text: str, name: str) -> float | None:
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else None
+
+
+def _operators_see_it(s: Scenario) -> None:
+    """The controller counts the partitions Metadata shows leaderless; a broker with a failed dir
+    counts it and its replicas there; no replica's dir is left unreported."""
+    def counted() -> bool:
+        leaderless = sum(1 for t in s.cluster.metadata().topics for p in t.partitions if p.leader_id < 0)
+        controller = s.cluster.brokers[s.cluster.controller_id()].metrics_text()
+        return (_metric(controller, "kafka_controller_KafkaController_ActiveControllerCount") == 1
+                and _metric(controller, "kafka_controller_KafkaController_OfflinePartitionsCount") == leaderless)
+    wait_until(counted, 30, interval=0.2, what="OfflinePartitionsCount as Metadata shows")
+    for b, broker in s.cluster.brokers.items():
+        text = broker.metrics_text()
+        assert _metric(text, "kafka_server_KafkaServer_QueuedReplicaToDirAssignments") == 0
+        assert _metric(text, "kafka_log_LogManager_OfflineLogDirectoryCount") == len(s.failed.get(b, ()))
+        if b != s.cluster.controller_id():
+            assert _metric(text, "kafka_controller_KafkaController_OfflinePartitionsCount") == 0
+
+
+@pytest.mark.cluster_metrics
 def test_c2_topic_on_the_first_dirs_keeps_working_while_second_dirs_fail(scenario: Scenario) -> None:
     s = scenario
     s.create_topic("first-dirs", 3, dict.fromkeys(range(3), 0), **{"min.insync.replicas": "2"})
@@ -261,6 +285,7 @@ def test_c2_topic_on_the_first_dirs_keeps_working_while_second_dirs_fail(scenari
     s.start_traffic("first-dirs")
     s.start_traffic("second-dirs")
     validate(s)
+    _operators_see_it(s)
     leader = s.cluster.leader("first-dirs", 0)
     follower = next(b for b in s.cluster.brokers if b != leader)
     last = next(b for b in s.cluster.brokers if b not in (leader, follower))
@@ -278,6 +303,7 @@ def test_c2_topic_on_the_first_dirs_keeps_working_while_second_dirs_fail(scenari
     s.fail_dir(last, s.cluster.brokers[last].log_dirs[1])
     s.keeps_working("first-dirs")
     validate(s)
+    _operators_see_it(s)
     assert all(p.leader_id == -1 for p in s.cluster.partitions("second-dirs").values())
     s.finish("first-dirs")
 
