@@ -81,7 +81,10 @@ class ValueMaker:
 
     def simple(self, field: Any, type_str: str) -> Any:
         rng = self.rng
-        default = field.default
+        try:
+            default = field.default
+        except ValueError:  # kafka-python reads a nullable array's "null" default as its elements'
+            default = None
         if type_str in self.RANGES:
             low, high = self.RANGES[type_str]
             while True:

@@ -185,6 +185,8 @@ def test_supported_apis_table() -> None:
         6: ("UpdateMetadata", 0, 8, 6),
         7: ("ControlledShutdown", 1, 3, 3),
         43: ("ElectLeaders", 0, 2, 2),
+        45: ("AlterPartitionReassignments", 0, 1, 0),
+        46: ("ListPartitionReassignments", 0, 0, 0),
         73: ("AssignReplicasToDirs", 0, 0, 0),
     }
     got = {
