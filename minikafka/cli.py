@@ -12,6 +12,7 @@ from importlib import metadata
 
 from minikafka.config import DEFINITIONS, KAFKA_KEYS_WITHOUT_EFFECT, BrokerConfig, ConfigError, format_value
 from minikafka.tools import log_dirs as log_dirs_tool
+from minikafka.tools import reassign_partitions as reassign_tool
 
 log = logging.getLogger("minikafka")
 
@@ -38,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     log_dirs.add_argument("--yes", action="store_true", help="confirm --recreate (the data is lost for good)")
     log_dirs_tool.add_arguments(log_dirs)
     log_dirs.add_argument("--log-level", default="WARNING")
+    reassign = commands.add_parser(
+        "reassign-partitions", help="move partitions' replicas between brokers (kafka-reassign-partitions.sh)",
+        description="Move partitions' replicas between brokers and log dirs, with Apache Kafka's reassignment "
+                    "files, and follow them live (--progress).")
+    reassign_tool.add_arguments(reassign)
+    reassign.add_argument("--log-level", default="WARNING")
     commands.add_parser("config-keys", help="list every configuration key of serve, its default and meaning")
     args = parser.parse_args(argv)
     if args.command == "config-keys":
@@ -49,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         return serve_command(args.config, args.override)
     if args.command == "log-dirs":
         return log_dirs_command(args, parser)
+    if args.command == "reassign-partitions":
+        return reassign_tool.run(args)
     return 2
 
 

@@ -23,134 +23,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import struct
 import sys
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-from protocol import SUPPORTED_APIS, ErrorCode, encode_request, parse_response
+from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, Action, Cluster, ToolError, move_error, run_action
+from minikafka.tools.progress import Followed, follow, take_snapshot
+from minikafka.tools.reassignment import (
+    ANY_DIR,
+    check_fields,
+    is_placement,
+    load_document,
+    parse_placement,
+    topic_partition,
+)
+from protocol import ErrorCode
 
-API_VERSIONS, METADATA, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 18, 3, 34, 35
-# Private tagged field of DescribeLogDirs v2+ partition entries: why the replica's last move failed.
-MOVE_ERROR_TAG = 10_000
+__all__ = ["ALTER_REPLICA_LOG_DIRS", "Cluster", "ToolError"]  # bench/bench_move.py imports them from here
+CLIENT_ID = "minikafka-log-dirs"
 # The Java exception Kafka's tool prints for an error code of a log dir.
 _EXCEPTIONS = {
     ErrorCode.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException",
     ErrorCode.LOG_DIR_NOT_FOUND: "org.apache.kafka.common.errors.LogDirNotFoundException",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "org.apache.kafka.common.errors.ClusterAuthorizationException",
 }
-
-
-class ToolError(Exception):
-    """Something the operator must fix; the message says what, and nothing was changed."""
-
-
-# ---- a small blocking client --------------------------------------------------------------
-
-
-class Connection:
-    """One blocking connection to one broker; the versions it speaks are asked once."""
-
-    def __init__(self, host: str, port: int, timeout: float = 15.0) -> None:
-        self.address = f"{host}:{port}"
-        try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise ToolError(f"cannot connect to {self.address}: {exc.strerror or exc}") from None
-        self._correlation_id = 0
-        response = self._send(API_VERSIONS, 0, {})
-        if response.error_code:
-            raise ToolError(f"{self.address} refused ApiVersions: {ErrorCode(response.error_code).name}")
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def version_of(self, api_key: int) -> int:
-        ours = SUPPORTED_APIS[api_key]
-        low, high = self.versions.get(api_key, (0, -1))
-        version = min(high, ours.max_version)
-        if version < max(low, ours.min_version):
-            raise ToolError(f"{self.address} does not speak {ours.name} (needed here)")
-        return version
-
-    def request(self, api_key: int, body: dict[str, Any]) -> tuple[int, Any]:
-        """Send at the newest version both sides speak; returns (version, response body)."""
-        version = self.version_of(api_key)
-        return version, self._send(api_key, version, body)
-
-    def _send(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        self._correlation_id += 1
-        try:
-            self.sock.sendall(encode_request(api_key, version, self._correlation_id, "minikafka-log-dirs", body))
-            (size,) = struct.unpack(">i", self._recv(4))
-            payload = self._recv(size)
-        except OSError as exc:
-            raise ToolError(f"connection to {self.address} failed: {exc.strerror or exc}") from None
-        correlation_id, response = parse_response(api_key, version, payload)
-        if correlation_id != self._correlation_id:
-            raise ToolError(f"{self.address} answered request {correlation_id}, not {self._correlation_id}")
-        return response
-
-    def _recv(self, count: int) -> bytes:
-        data = bytearray()
-        while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-
-@dataclass
-class Cluster:
-    """The brokers and partitions a bootstrap broker knows, and a connection per broker."""
-
-    brokers: dict[int, tuple[str, int]]
-    partitions: dict[tuple[str, int], list[int]]  # -> replica broker ids
-    connections: dict[int, Connection] = field(default_factory=dict)
-
-    @classmethod
-    def discover(cls, bootstrap: str) -> Cluster:
-        errors = []
-        for address in bootstrap.split(","):
-            host, _, port = address.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ToolError(f"--bootstrap-server: {address!r} is not HOST:PORT")
-            try:
-                connection = Connection(host, int(port))
-            except ToolError as exc:
-                errors.append(str(exc))
-                continue
-            try:
-                _, metadata = connection.request(
-                    METADATA, {"topics": None, "allow_auto_topic_creation": False})
-            finally:
-                connection.close()
-            brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
-            partitions = {(t.name, p.partition_index): list(p.replica_nodes)
-                          for t in metadata.topics if t.error_code == 0 for p in t.partitions}
-            return cls(brokers, partitions)
-        raise ToolError("no bootstrap server answered: " + "; ".join(errors))
-
-    def connection(self, broker: int) -> Connection:
-        if broker not in self.connections:
-            if broker not in self.brokers:
-                raise ToolError(f"broker {broker} is not in the cluster (brokers: {sorted(self.brokers)})")
-            host, port = self.brokers[broker]
-            self.connections[broker] = Connection(host, port)
-        return self.connections[broker]
-
-    def close(self) -> None:
-        for connection in self.connections.values():
-            connection.close()
-
-    def describe(self, broker: int) -> list[Any]:
-        _, response = self.connection(broker).request(DESCRIBE_LOG_DIRS, {"topics": None})
-        return list(response.results)
 
 
 # ---- --describe ---------------------------------------------------------------------------
@@ -188,9 +84,9 @@ def describe_json(cluster: Cluster, brokers: list[int], topics: set[str] | None)
                 for p in topic.partitions:
                     entry = {"partition": f"{topic.name}-{p.partition_index}", "size": p.partition_size,
                              "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
-                    move_error = _move_error(p)
-                    if move_error is not None:
-                        entry["moveError"] = move_error
+                    failure = move_error(p)
+                    if failure is not None:
+                        entry["moveError"] = failure
                     partitions.append(entry)
             error = None
             if result.error_code:
@@ -214,13 +110,8 @@ def problems(document: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _move_error(partition: Any) -> str | None:
-    raw = (partition.get("_unknown_tagged_fields") or {}).get(MOVE_ERROR_TAG)
-    return raw.decode("utf-8", "replace") if raw is not None else None
-
-
 def describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
     try:
         brokers = _broker_list(args.broker_list, cluster)
         topics = {t.strip() for t in args.topic_list.split(",") if t.strip()} if args.topic_list else None
@@ -247,53 +138,36 @@ class Assignment:
     broker: int | None = None
 
 
-_ENTRY_KEYS = {"topic", "partition", "log_dir", "broker"}
-
-
 def parse_assignment(text: str) -> list[Assignment]:
-    """KIP-113's move file; raises ToolError naming the first wrong field."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if not isinstance(document, dict):
-        raise ToolError("the top level must be an object with \"version\" and \"partitions\"")
-    unknown = sorted(set(document) - {"version", "partitions"})
-    if unknown:
-        raise ToolError(f"{unknown[0]}: unknown field (expected \"version\" and \"partitions\")")
-    if "version" not in document:
-        raise ToolError("version: missing (must be 1)")
-    if document["version"] != 1 or isinstance(document["version"], bool):
-        raise ToolError(f"version: must be 1, not {document['version']!r}")
-    entries = document.get("partitions")
-    if not isinstance(entries, list) or not entries:
-        raise ToolError("partitions: must be a non-empty list of {\"topic\", \"partition\", \"log_dir\"}")
+    """KIP-113's move file, whose entries may also be in Kafka's reassignment form (``replicas``
+    and ``log_dirs``: each dir other than "any" is a move on that broker); raises ToolError naming
+    the first wrong field."""
+    entries = load_document(text, "partitions", '{"topic", "partition", "log_dir"}')
     found: list[Assignment] = []
     seen: dict[tuple[str, int, int | None], int] = {}
     for i, entry in enumerate(entries):
         where = f"partitions[{i}]"
-        if not isinstance(entry, dict):
-            raise ToolError(f"{where}: must be an object with \"topic\", \"partition\" and \"log_dir\"")
-        unknown = sorted(set(entry) - _ENTRY_KEYS)
-        if unknown:
-            raise ToolError(f"{where}.{unknown[0]}: unknown field (expected topic, partition, log_dir, broker)")
-        for key in ("topic", "partition", "log_dir"):
-            if key not in entry:
-                raise ToolError(f"{where}.{key}: missing")
-        topic, partition, log_dir, broker = entry["topic"], entry["partition"], entry["log_dir"], entry.get("broker")
-        if not isinstance(topic, str) or not topic:
-            raise ToolError(f"{where}.topic: must be a non-empty string, not {topic!r}")
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise ToolError(f"{where}.partition: must be an integer >= 0, not {partition!r}")
-        if not isinstance(log_dir, str) or not os.path.isabs(log_dir):
-            raise ToolError(f"{where}.log_dir: must be an absolute path, not {log_dir!r}")
-        if broker is not None and (not isinstance(broker, int) or isinstance(broker, bool) or broker < 0):
-            raise ToolError(f"{where}.broker: must be a broker id (an integer >= 0), not {broker!r}")
-        replica = (topic, partition, broker)
-        if replica in seen:
-            raise ToolError(f"{where}: {topic}-{partition} is already in partitions[{seen[replica]}]")
-        seen[replica] = i
-        found.append(Assignment(topic, partition, os.path.normpath(log_dir), broker))
+        if is_placement(entry):
+            placement = parse_placement(entry, where)
+            moves = [Assignment(placement.topic, placement.partition, log_dir, broker)
+                     for broker, log_dir in placement.dir_moves()]
+            if not moves:
+                raise ToolError(f"{where}.log_dirs: every dir is {ANY_DIR!r}, so nothing would move")
+        else:
+            check_fields(entry, where, ("topic", "partition", "log_dir"), ("broker",))
+            topic, partition = topic_partition(entry, where)
+            log_dir, broker = entry["log_dir"], entry.get("broker")
+            if not isinstance(log_dir, str) or not os.path.isabs(log_dir):
+                raise ToolError(f"{where}.log_dir: must be an absolute path, not {log_dir!r}")
+            if broker is not None and (not isinstance(broker, int) or isinstance(broker, bool) or broker < 0):
+                raise ToolError(f"{where}.broker: must be a broker id (an integer >= 0), not {broker!r}")
+            moves = [Assignment(topic, partition, os.path.normpath(log_dir), broker)]
+        for move in moves:
+            replica = (move.topic, move.partition, move.broker)
+            if replica in seen:
+                raise ToolError(f"{where}: {move.topic}-{move.partition} is already in partitions[{seen[replica]}]")
+            seen[replica] = i
+        found += moves
     return found
 
 
@@ -323,7 +197,9 @@ def plan_moves(cluster: Cluster, assignments: list[Assignment]) -> dict[int, lis
 
 
 def send_moves(cluster: Cluster, plan: dict[int, list[Assignment]], out: TextIO) -> list[str]:
-    """AlterReplicaLogDirs to each broker; returns one line per refused partition."""
+    """AlterReplicaLogDirs to each broker; returns one line per refused partition.  A replica the
+    broker does not host yet (REPLICA_NOT_AVAILABLE) is not refused: the broker keeps the dir for
+    when it creates the replica (a reassignment adding it)."""
     failures = []
     for broker, moves in sorted(plan.items()):
         by_dir: dict[str, dict[str, list[int]]] = {}
@@ -340,6 +216,8 @@ def send_moves(cluster: Cluster, plan: dict[int, list[Assignment]], out: TextIO)
                 line = f"{topic.topic_name}-{p.partition_index} on broker {broker} -> {target}: "
                 if code == ErrorCode.NONE:
                     out.write(line + "moving\n")
+                elif code == ErrorCode.REPLICA_NOT_AVAILABLE:
+                    out.write(line + "the replica will be created there\n")
                 else:
                     failures.append(line + code.name)
                     out.write(line + f"refused ({code.name})\n")
@@ -358,7 +236,7 @@ def move(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         assignments = parse_assignment(text)
     except ToolError as exc:
         raise ToolError(f"{args.assignment}: {exc}") from None
-    cluster = Cluster.discover(args.bootstrap_server)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
     try:
         try:
             plan = plan_moves(cluster, assignments)
@@ -379,131 +257,17 @@ def move(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 # ---- --progress ---------------------------------------------------------------------------
 
 
-@dataclass
-class Watched:
-    """One move as --progress follows it."""
-
-    broker: int
-    topic: str
-    partition: int
-    target: str | None = None
-    copied: int = 0
-    total: int = 0
-    rate: float | None = None
-    last: tuple[float, int] | None = None  # (time, copied) of the previous sample
-    state: str = "waiting"  # waiting, copying, done, failed
-    detail: str = ""
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-def _sample(cluster: Cluster, brokers: list[int]) -> dict[tuple[int, str, int], dict[str, Any]]:
-    """{(broker, topic, partition): {"dir", "size", "future_dir", "future_size", "error"}}."""
-    seen: dict[tuple[int, str, int], dict[str, Any]] = {}
-    for broker in brokers:
-        for result in cluster.describe(broker):
-            for topic in result.topics:
-                for p in topic.partitions:
-                    entry = seen.setdefault((broker, topic.name, p.partition_index), {})
-                    if p.is_future_key:
-                        entry.update(future_dir=result.log_dir, future_size=p.partition_size)
-                    else:
-                        entry.update(dir=result.log_dir, size=p.partition_size, error=_move_error(p))
-    return seen
-
-
-def _update(watched: Watched, entry: dict[str, Any], now: float) -> None:
-    if "future_dir" in entry:
-        watched.state = "copying"
-        watched.target = watched.target or entry["future_dir"]
-        watched.copied, watched.total = entry["future_size"], max(entry.get("size", 0), entry["future_size"])
-        if watched.last is not None and now > watched.last[0]:
-            instant = max(0.0, (watched.copied - watched.last[1]) / (now - watched.last[0]))
-            watched.rate = instant if watched.rate is None else 0.5 * watched.rate + 0.5 * instant
-        watched.last = (now, watched.copied)
-        return
-    if watched.target is not None and entry.get("dir") == watched.target:
-        watched.state, watched.copied = "done", entry.get("size", 0)
-        watched.total = watched.copied
-        return
-    if entry.get("error"):
-        watched.state, watched.detail = "failed", entry["error"]
-        return
-    if watched.state == "copying":
-        # The copy is gone and the replica did not move: cancelled, or failed without a record.
-        watched.state, watched.detail = "failed", "the move stopped (cancelled, or its dir failed)"
-
-
-def _bytes(n: float) -> str:
-    if abs(n) < 1024:
-        return f"{n:.0f} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        n /= 1024
-        if abs(n) < 1024:
-            return f"{n:.1f} {unit}"
-    return f"{n / 1024:.1f} TiB"
-
-
-def progress_line(w: Watched, width: int = 30) -> str:
-    fraction = w.copied / w.total if w.total else (1.0 if w.state == "done" else 0.0)
-    filled = int(round(fraction * width))
-    bar = "#" * filled + "." * (width - filled)
-    head = f"{w.name:<30} broker {w.broker} -> {w.target or '?'}"
-    if w.state == "done":
-        return f"{head} [{'#' * width}] done ({_bytes(w.total)})"
-    if w.state == "failed":
-        return f"{head} FAILED: {w.detail}"
-    if w.state == "waiting":
-        return f"{head} [{bar}] waiting"
-    rate = f"{_bytes(w.rate)}/s" if w.rate else "- B/s"
-    eta = "-"
-    if w.rate:
-        seconds = max(0, int((w.total - w.copied) / w.rate))
-        eta = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-    return (f"{head} [{bar}] {fraction * 100:5.1f}% {_bytes(w.copied)} of {_bytes(w.total)} "
-            f"{rate} ETA {eta}")
-
-
 def watch(cluster: Cluster, brokers: list[int], wanted: dict[tuple[int, str, int], str] | None,
           args: argparse.Namespace, out: TextIO) -> int:
     """Show the moves until all are done (``wanted``: the ones just requested, with their target
-    dirs; None: every move found).  Returns 1 if any failed."""
-    watched: dict[tuple[int, str, int], Watched] = {}
-    if wanted is not None:
-        for (broker, topic, partition), target in wanted.items():
-            watched[(broker, topic, partition)] = Watched(broker, topic, partition, target)
-    tty = hasattr(out, "isatty") and out.isatty()
-    drawn = 0
-    deadline = time.monotonic() + args.timeout if args.timeout else None
-    while True:
-        now = time.monotonic()
-        sample = _sample(cluster, brokers)
-        for key, entry in sample.items():
-            if key not in watched and wanted is None and "future_dir" in entry:
-                watched[key] = Watched(*key)
-        for key, w in watched.items():
-            if w.state not in ("done", "failed"):
-                _update(w, sample.get(key, {}), now)
-        lines = [progress_line(w) for _, w in sorted(watched.items())] or ["no moves in progress"]
-        if tty and drawn:
-            out.write(f"\x1b[{drawn}F\x1b[J")
-        out.write("\n".join(lines) + "\n")
-        if not tty:
-            out.write("\n")
-        out.flush()
-        drawn = len(lines)
-        if all(w.state in ("done", "failed") for w in watched.values()):
-            return 1 if any(w.state == "failed" for w in watched.values()) else 0
-        if deadline is not None and now > deadline:
-            out.write(f"gave up after {args.timeout:g}s with moves still running\n")
-            return 3
-        time.sleep(args.interval)
+    dirs; None: every move found).  Returns 1 if any failed, 3 on --timeout."""
+    followed = Followed(reassignments={}, dir_moves=wanted)
+    return follow(lambda: take_snapshot(cluster, brokers, reassignments=False), followed, out, args.interval,
+                  args.timeout)
 
 
 def progress(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
     try:
         return watch(cluster, _broker_list(args.broker_list, cluster), None, args, out)
     finally:
@@ -512,7 +276,6 @@ def progress(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # ---- wiring -------------------------------------------------------------------------------
 
-Action = Callable[[argparse.Namespace, TextIO, TextIO], int]
 ACTIONS: dict[str, Action] = {"describe": describe, "move": move, "progress": progress}
 
 
@@ -541,14 +304,12 @@ def requested(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def _chosen(args: argparse.Namespace) -> str:
     action = requested(args)
     if action is None:
         raise ToolError("no action: use --describe, --move or --progress")
-    try:
-        if not args.bootstrap_server:
-            raise ToolError(f"--{action} needs --bootstrap-server HOST:PORT")
-        return ACTIONS[action](args, out, err)
-    except ToolError as exc:
-        err.write(f"error: {exc}\n")
-        return 2
+    return action
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    return run_action(ACTIONS, _chosen, args, out, err)

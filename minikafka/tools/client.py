@@ -1,0 +1,185 @@
+"""The small blocking client the ``minikafka`` tools share, built on this repository's ``protocol``
+package (so the tools need nothing the broker does not; kafka-python is a test dependency only).
+
+``Connection`` is one socket to one broker, asking its API versions once; ``Cluster`` is what a
+bootstrap broker's Metadata says (brokers, replicas and leaders per partition) with a connection
+per broker opened on first use.  Everything an operator must fix is a ``ToolError`` whose message
+says what; the tools print it and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from protocol import SUPPORTED_APIS, ErrorCode, encode_request, parse_response
+
+(METADATA, API_VERSIONS, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS,
+ ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS) = 3, 18, 34, 35, 44, 45, 46
+# Private tagged field of DescribeLogDirs v2+ partition entries: why the replica's last move failed.
+MOVE_ERROR_TAG = 10_000
+
+
+class ToolError(Exception):
+    """Something the operator must fix; the message says what, and nothing was changed."""
+
+
+class Connection:
+    """One blocking connection to one broker; the versions it speaks are asked once."""
+
+    def __init__(self, host: str, port: int, client_id: str = "minikafka-tools", timeout: float = 15.0) -> None:
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ToolError(f"cannot connect to {self.address}: {exc.strerror or exc}") from None
+        self._correlation_id = 0
+        response = self._send(API_VERSIONS, 0, {})
+        if response.error_code:
+            raise ToolError(f"{self.address} refused ApiVersions: {ErrorCode(response.error_code).name}")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def version_of(self, api_key: int) -> int:
+        ours = SUPPORTED_APIS[api_key]
+        low, high = self.versions.get(api_key, (0, -1))
+        version = min(high, ours.max_version)
+        if version < max(low, ours.min_version):
+            raise ToolError(f"{self.address} does not speak {ours.name} (needed here)")
+        return version
+
+    def request(self, api_key: int, body: dict[str, Any]) -> tuple[int, Any]:
+        """Send at the newest version both sides speak; returns (version, response body)."""
+        version = self.version_of(api_key)
+        return version, self._send(api_key, version, body)
+
+    def _send(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        self._correlation_id += 1
+        try:
+            self.sock.sendall(encode_request(api_key, version, self._correlation_id, self.client_id, body))
+            (size,) = struct.unpack(">i", self._recv(4))
+            payload = self._recv(size)
+        except OSError as exc:
+            raise ToolError(f"connection to {self.address} failed: {exc.strerror or exc}") from None
+        correlation_id, response = parse_response(api_key, version, payload)
+        if correlation_id != self._correlation_id:
+            raise ToolError(f"{self.address} answered request {correlation_id}, not {self._correlation_id}")
+        return response
+
+    def _recv(self, count: int) -> bytes:
+        data = bytearray()
+        while len(data) < count:
+            chunk = self.sock.recv(count - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    found = []
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ToolError(f"--bootstrap-server: {address!r} is not HOST:PORT")
+        found.append((host, int(port)))
+    return found
+
+
+@dataclass
+class Cluster:
+    """The brokers and partitions a bootstrap broker knows, and a connection per broker."""
+
+    brokers: dict[int, tuple[str, int]]
+    partitions: dict[tuple[str, int], list[int]]  # -> replica broker ids
+    leaders: dict[tuple[str, int], int] = field(default_factory=dict)  # -> leader id (-1: none)
+    client_id: str = "minikafka-tools"
+    connections: dict[int, Connection] = field(default_factory=dict)
+
+    @classmethod
+    def discover(cls, bootstrap: str, client_id: str = "minikafka-tools") -> Cluster:
+        errors = []
+        for host, port in _addresses(bootstrap):
+            try:
+                connection = Connection(host, port, client_id)
+            except ToolError as exc:
+                errors.append(str(exc))
+                continue
+            try:
+                found = cls({}, {}, client_id=client_id)
+                found._load(connection)
+                return found
+            finally:
+                connection.close()
+        raise ToolError("no bootstrap server answered: " + "; ".join(errors))
+
+    def _load(self, connection: Connection) -> None:
+        _, metadata = connection.request(METADATA, {"topics": None, "allow_auto_topic_creation": False})
+        self.brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+        healthy = [t for t in metadata.topics if t.error_code == 0]
+        self.partitions = {(t.name, p.partition_index): list(p.replica_nodes) for t in healthy for p in t.partitions}
+        self.leaders = {(t.name, p.partition_index): p.leader_id for t in healthy for p in t.partitions}
+
+    def refresh(self) -> None:
+        """Read Metadata again (leaders and replicas change while partitions move)."""
+        self._load(self.any_connection())
+
+    def topics(self) -> set[str]:
+        return {topic for topic, _ in self.partitions}
+
+    def connection(self, broker: int) -> Connection:
+        if broker not in self.connections:
+            if broker not in self.brokers:
+                raise ToolError(f"broker {broker} is not in the cluster (brokers: {sorted(self.brokers)})")
+            host, port = self.brokers[broker]
+            self.connections[broker] = Connection(host, port, self.client_id)
+        return self.connections[broker]
+
+    def any_connection(self) -> Connection:
+        """A connection to some live broker (for requests any broker forwards to the controller)."""
+        errors = []
+        for broker in sorted(self.brokers):
+            try:
+                return self.connection(broker)
+            except ToolError as exc:
+                errors.append(str(exc))
+        raise ToolError("no broker answered: " + "; ".join(errors))
+
+    def close(self) -> None:
+        for connection in self.connections.values():
+            connection.close()
+        self.connections.clear()
+
+    def describe(self, broker: int) -> list[Any]:
+        """DescribeLogDirs of every dir of ``broker``."""
+        _, response = self.connection(broker).request(DESCRIBE_LOG_DIRS, {"topics": None})
+        return list(response.results)
+
+
+def move_error(partition: Any) -> str | None:
+    """Why the last move of a DescribeLogDirs partition entry failed, if the broker said."""
+    raw = (partition.get("_unknown_tagged_fields") or {}).get(MOVE_ERROR_TAG)
+    return raw.decode("utf-8", "replace") if raw is not None else None
+
+
+Action = Callable[[argparse.Namespace, TextIO, TextIO], int]
+
+
+def run_action(actions: Mapping[str, Action], choose: Callable[[argparse.Namespace], str],
+               args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run the action ``choose`` picks; a ToolError is printed and exits 2."""
+    try:
+        action = choose(args)
+        if not args.bootstrap_server:
+            raise ToolError(f"--{action} needs --bootstrap-server HOST:PORT")
+        return actions[action](args, out, err)
+    except ToolError as exc:
+        err.write(f"error: {exc}\n")
+        return 2
