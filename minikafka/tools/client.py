@@ -24,6 +24,9 @@ from protocol import SUPPORTED_APIS, ErrorCode, encode_request, parse_response
 MOVE_ERROR_TAG = 10_000
 
 
+_ALL_TOPICS = {"topics": None, "allow_auto_topic_creation": False}
+
+
 class ToolError(Exception):
     """Something the operator must fix; the message says what, and nothing was changed."""
 
@@ -115,13 +118,23 @@ class Cluster:
             try:
                 found = cls({}, {}, client_id=client_id)
                 found._load(connection)
-                return found
-            finally:
+            except BaseException:
                 connection.close()
+                raise
+            # Kept for the requests any broker answers, so a broker that is slow to answer is not
+            # tried first when the bootstrap one answers.
+            answered = [b for b, address in found.brokers.items() if address == (host, port)]
+            if answered:
+                found.connections[answered[0]] = connection
+            else:
+                connection.close()
+            return found
         raise ToolError("no bootstrap server answered: " + "; ".join(errors))
 
     def _load(self, connection: Connection) -> None:
-        _, metadata = connection.request(METADATA, {"topics": None, "allow_auto_topic_creation": False})
+        self._apply(connection.request(METADATA, _ALL_TOPICS)[1])
+
+    def _apply(self, metadata: Any) -> None:
         self.brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
         healthy = [t for t in metadata.topics if t.error_code == 0]
         self.partitions = {(t.name, p.partition_index): list(p.replica_nodes) for t in healthy for p in t.partitions}
@@ -129,7 +142,7 @@ class Cluster:
 
     def refresh(self) -> None:
         """Read Metadata again (leaders and replicas change while partitions move)."""
-        self._load(self.any_connection())
+        self._apply(self.ask_any(METADATA, _ALL_TOPICS))
 
     def topics(self) -> set[str]:
         return {topic for topic, _ in self.partitions}
@@ -145,11 +158,25 @@ class Cluster:
     def any_connection(self) -> Connection:
         """A connection to some live broker (for requests any broker forwards to the controller)."""
         errors = []
-        for broker in sorted(self.brokers):
+        for broker in [*self.connections, *sorted(self.brokers)]:
             try:
                 return self.connection(broker)
             except ToolError as exc:
                 errors.append(str(exc))
+        raise ToolError("no broker answered: " + "; ".join(errors))
+
+    def ask_any(self, api_key: int, body: dict[str, Any]) -> Any:
+        """The response of the first broker that answers (for requests any broker serves or
+        forwards to the controller); a broker that fails is dropped and the next one asked."""
+        errors = []
+        for broker in [*self.connections, *sorted(self.brokers)]:
+            try:
+                return self.connection(broker).request(api_key, body)[1]
+            except ToolError as exc:
+                errors.append(str(exc))
+                dropped = self.connections.pop(broker, None)
+                if dropped is not None:
+                    dropped.close()
         raise ToolError("no broker answered: " + "; ".join(errors))
 
     def close(self) -> None:

@@ -223,7 +223,9 @@ def sizes_of(cluster: Cluster, brokers: list[int]) -> dict[tuple[int, str, int],
         try:
             results = cluster.describe(broker)
         except ToolError:
-            cluster.connections.pop(broker, None)
+            dropped = cluster.connections.pop(broker, None)
+            if dropped is not None:
+                dropped.close()
             continue
         for result in results:
             for topic in result.topics:
@@ -241,7 +243,7 @@ def sizes_of(cluster: Cluster, brokers: list[int]) -> dict[tuple[int, str, int],
 
 def reassignments_of(cluster: Cluster) -> dict[TopicPartition, Ongoing]:
     """ListPartitionReassignments: every reassignment under way."""
-    _, response = cluster.any_connection().request(LIST_PARTITION_REASSIGNMENTS, {"topics": None})
+    response = cluster.ask_any(LIST_PARTITION_REASSIGNMENTS, {"topics": None})
     if response.error_code:
         raise ToolError(f"ListPartitionReassignments failed: {ErrorCode(response.error_code).name}"
                         + (f" ({response.error_message})" if response.error_message else ""))

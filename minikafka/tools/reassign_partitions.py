@@ -174,12 +174,18 @@ def alter_configs(cluster: Cluster, changes: list[ConfigChange], validate_only: 
         by_connection.setdefault(broker, []).append(change)
     refused = []
     for broker, batch in by_connection.items():
-        connection = cluster.any_connection() if broker is None else cluster.connection(broker)
         body = {"validate_only": validate_only, "resources": [
             {"resource_type": c.resource_type, "resource_name": c.name, "configs": [
                 {"name": key, "config_operation": DELETE if value is None else SET, "value": value}
                 for key, value in c.values]} for c in batch]}
-        _, response = connection.request(INCREMENTAL_ALTER_CONFIGS, body)
+        try:
+            if broker is None:
+                response = cluster.ask_any(INCREMENTAL_ALTER_CONFIGS, body)
+            else:
+                _, response = cluster.connection(broker).request(INCREMENTAL_ALTER_CONFIGS, body)
+        except ToolError as exc:
+            refused += [f"{change.what}: {exc}" for change in batch]
+            continue
         for change, answer in zip(batch, response.responses, strict=True):
             if answer.error_code:
                 keys = ", ".join(key for key, _ in change.values)
@@ -276,7 +282,7 @@ def reassign(cluster: Cluster, targets: list[tuple[str, int, list[int] | None]],
         topics.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas})
     body = {"timeout_ms": 60000, "allow_replication_factor_change": True,
             "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
-    _, response = cluster.any_connection().request(ALTER_PARTITION_REASSIGNMENTS, body)
+    response = cluster.ask_any(ALTER_PARTITION_REASSIGNMENTS, body)
     if response.error_code:
         return [f"AlterPartitionReassignments failed: {ErrorCode(response.error_code).name}"
                 + (f" ({response.error_message})" if response.error_message else "")]
