@@ -25,7 +25,9 @@ from protocol import ErrorCode
 
 TopicPartition = tuple[str, int]
 WAITING, COPYING, DONE, FAILED = "waiting", "copying", "done", "failed"
-ADDING, DIR_MOVE = "adding", "dir"
+# A replica in the target of a followed reassignment that was not under way when first seen is
+# PLACED: done if the partition has it.
+ADDING, PLACED, DIR_MOVE = "adding", "placed", "dir"
 FINISHED_STATES = (DONE, FAILED)
 
 
@@ -73,7 +75,7 @@ EntryKey = tuple[str, int, str, int]  # (kind, broker, topic, partition)
 
 @dataclass(frozen=True)
 class ProgressEntry:
-    kind: str  # ADDING or DIR_MOVE
+    kind: str  # ADDING, PLACED or DIR_MOVE
     broker: int
     topic: str
     partition: int
@@ -113,7 +115,7 @@ def progress(previous: Mapping[EntryKey, ProgressEntry], snapshot: Snapshot,
     entries: dict[EntryKey, ProgressEntry] = {}
     for key, entry in previous.items():
         entries[key] = entry if entry.state in FINISHED_STATES else _advance(entry, snapshot)
-    known = {(key[2], key[3]) for key in entries if key[0] == ADDING}
+    known = {(key[2], key[3]) for key in entries if key[0] in (ADDING, PLACED)}
     for entry in _new_entries(snapshot, followed, known):
         if entry.key not in entries:
             entries[entry.key] = _advance(entry, snapshot)
@@ -129,8 +131,7 @@ def _new_entries(snapshot: Snapshot, followed: Followed, known: set[TopicPartiti
         for (topic, partition), target in followed.reassignments.items():
             if (topic, partition) in snapshot.reassignments or (topic, partition) in known:
                 continue
-            # Not under way when first seen: each target replica is done if the partition has it.
-            found += [ProgressEntry(ADDING, broker, topic, partition) for broker in target]
+            found += [ProgressEntry(PLACED, broker, topic, partition) for broker in target]
     if followed.dir_moves is None:
         found += [ProgressEntry(DIR_MOVE, broker, topic, partition, sizes.future_dir)
                   for (broker, topic, partition), sizes in snapshot.sizes.items() if sizes.future_dir]
@@ -141,7 +142,7 @@ def _new_entries(snapshot: Snapshot, followed: Followed, known: set[TopicPartiti
 
 
 def _advance(entry: ProgressEntry, snapshot: Snapshot) -> ProgressEntry:
-    if entry.kind == ADDING:
+    if entry.kind in (ADDING, PLACED):
         return _advance_adding(entry, snapshot)
     return _advance_dir_move(entry, snapshot)
 
@@ -277,8 +278,8 @@ def format_bytes(n: float) -> str:
 
 
 def progress_line(entry: ProgressEntry, width: int = 30) -> str:
-    if entry.kind == ADDING:
-        where = f"new replica on broker {entry.broker}" + (f" ({entry.target})" if entry.target else "")
+    if entry.kind in (ADDING, PLACED):
+        where = f"{'new ' if entry.kind == ADDING else ''}replica on broker {entry.broker}" + (f" ({entry.target})" if entry.target else "")
     else:
         where = f"broker {entry.broker} -> {entry.target or '?'}"
     head = f"{entry.name:<30} {where}"

@@ -127,3 +127,58 @@ def test_generate_proposes_a_placement_of_the_topics(cluster: BrokerProcess, tmp
     topics.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}, {"topic": "nope"}]}))
     unknown = reassign(cluster, "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1")
     assert unknown.returncode == 2 and f"error: {topics}: topics[1].topic: topic 'nope' does not exist" in unknown.stderr
+
+
+def _broker_setting(broker: BrokerProcess, key: str) -> str:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (future,) = admin.describe_configs([ConfigResource("broker", "1")]).values()
+    return future.result(timeout=20)[key].value
+
+
+def test_a_dir_move_through_execute_progress_verify_list_and_cancel(cluster: BrokerProcess, tmp_path: Path) -> None:
+    """The embedded broker is its whole cluster: its replicas stay on it, but the file's log dirs
+    move them between its dirs, under the move throttle --execute sets and --verify removes."""
+    create_topic(cluster.bootstrap, "placed", 1)
+    confluent_produce(cluster.bootstrap, "placed", [(b"k%d" % i, b"v" * 1000) for i in range(300)])
+    home = replica_dirs(cluster.bootstrap)[("placed", 0)][0][0]
+    elsewhere = next(str(d) for d in cluster.log_dirs if str(d) != home)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "placed", "partition": 0, "replicas": [1], "log_dirs": [elsewhere]}]}))
+    default_rate = _broker_setting(cluster, "replica.alter.log.dirs.io.max.bytes.per.second")
+
+    run = reassign(cluster, "--reassignment-json-file", str(path), "--execute", "--replica-alter-log-dirs-throttle",
+                   "50000000", "--progress", "--interval", "0.1", "--timeout", "60")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Current partition replica assignment\n\n" in run.stdout
+    assert '{"version":1,"partitions":[{"topic":"placed","partition":0,"replicas":[1],"log_dirs":["any"]}]}' in run.stdout
+    assert "The replica-alter-dir throttle limit was set to 50000000 B/s" in run.stdout
+    assert f"placed-0 on broker 1 -> {elsewhere}: moving" in run.stdout
+    assert "Successfully started partition reassignment for placed-0" in run.stdout
+    last = run.stdout.strip().split("\n\n")[-1].splitlines()
+    assert any(f"broker 1 -> {elsewhere}" in line and "done" in line for line in last), last
+    assert any("replica on broker 1" in line and "done" in line for line in last), last
+    assert replica_dirs(cluster.bootstrap)[("placed", 0)] == [(elsewhere, False)]
+    assert _broker_setting(cluster, "replica.alter.log.dirs.io.max.bytes.per.second") == "50000000"
+
+    listed = reassign(cluster, "--list")
+    assert listed.returncode == 0 and listed.stdout == "No partition reassignments found.\n"
+    verify = reassign(cluster, "--reassignment-json-file", str(path), "--verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert verify.stdout.splitlines()[:3] == [
+        "Status of partition reassignment:", "Reassignment of partition placed-0 is completed.",
+        f"Reassignment of replica placed-0 on broker 1 to {elsewhere} is completed."]
+    assert "Clearing broker-level throttles on brokers 1" in verify.stdout
+    assert _broker_setting(cluster, "replica.alter.log.dirs.io.max.bytes.per.second") == default_rate
+
+    cancel = reassign(cluster, "--reassignment-json-file", str(path), "--cancel")
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+    assert "Successfully cancelled partition reassignments for: placed-0" in cancel.stdout
+    assert replica_dirs(cluster.bootstrap)[("placed", 0)] == [(elsewhere, False)]
+
+    unchanged = path.with_name("two.json")
+    unchanged.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "placed", "partition": 0, "replicas": [1]}, {"topic": TOPIC, "partition": 0, "replicas": [1]}]}))
+    again = reassign(cluster, "--reassignment-json-file", str(unchanged), "--execute")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Successfully started partition reassignments for placed-0,reassigned-0" in again.stdout

@@ -15,6 +15,7 @@ from minikafka.tools.progress import (
     DIR_MOVE,
     DONE,
     FAILED,
+    PLACED,
     WAITING,
     Followed,
     Ongoing,
@@ -308,6 +309,11 @@ def test_every_move_is_followed_when_no_plan_is_given_and_a_plan_follows_only_it
         (ADDING, 4, "t", 0), (ADDING, 5, "u", 0), (DIR_MOVE, 2, "t", 1)]
     plan = Followed(reassignments={("u", 0): (5,), ("v", 0): (1, 2)}, dir_moves={})
     entries = progress({}, snapshot, plan)
-    assert sorted(entries) == [(ADDING, 1, "v", 0), (ADDING, 2, "v", 0), (ADDING, 5, "u", 0)]
+    assert sorted(entries) == [(ADDING, 5, "u", 0), (PLACED, 1, "v", 0), (PLACED, 2, "v", 0)]
     # v-0 is not moving and does not have the replicas asked for: its target replicas failed.
-    assert {entries[(ADDING, b, "v", 0)].state for b in (1, 2)} == {FAILED}
+    assert {entries[(PLACED, b, "v", 0)].state for b in (1, 2)} == {FAILED}
+    placed = progress({}, Snapshot(1.0, replicas={("v", 0): (2, 1)}, sizes={(1, "v", 0): ReplicaSizes("/d", 5)}),
+                      plan)
+    assert placed[(PLACED, 1, "v", 0)].state == placed[(PLACED, 2, "v", 0)].state == DONE
+    assert "v-0" in progress_line(placed[(PLACED, 1, "v", 0)]) and " replica on broker 1 " in progress_line(
+        placed[(PLACED, 1, "v", 0)])
