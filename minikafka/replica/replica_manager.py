@@ -544,6 +544,22 @@ class ReplicaManager:
             if partition.is_leader:
                 partition.maybe_shrink_isr(now, max_lag_ms)
 
+    def catching_up(self) -> dict[tuple[str, int, int], tuple[int, int]]:
+        """{(topic, partition, follower): (bytes it holds, bytes of this leader's log)} for every
+        replica out of the ISR of a partition led here (a reassignment's new replicas among
+        them): byte progress, which offset lag does not show while a large segment copies."""
+        progress: dict[tuple[str, int, int], tuple[int, int]] = {}
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader:
+                continue
+            for replica in partition.replicas:
+                if replica == self.broker_id or replica in partition.isr:
+                    continue
+                follower = partition.followers.get(replica)
+                held = partition.log.bytes_below(follower.log_end_offset) if follower is not None else 0
+                progress[(partition.topic, partition.index, replica)] = (held, partition.log.size_bytes)
+        return progress
+
     def isr_committed(self, partition: Partition, isr: tuple[int, ...], partition_epoch: int) -> None:
         if partition.isr_committed(isr, partition_epoch):
             self._wake((partition.topic, partition.index))

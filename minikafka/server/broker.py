@@ -36,6 +36,7 @@ from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
 from minikafka.server.log_dir_reports import LogDirReports
+from minikafka.server.metrics import export_catch_up
 from minikafka.storage.errors import (
     InconsistentMetadataError,
     KafkaStorageError,
@@ -141,6 +142,8 @@ class Broker:
             lag = self.config["replica.lag.time.max.ms"]
             self._background.append(loop.create_task(self._every(
                 max(lag // 2, 1), lambda: self.replica_manager.shrink_isrs(now_ms(), lag))))
+            self._background.append(loop.create_task(self._every(
+                CATCH_UP_EXPORT_MS, lambda: export_catch_up(self.replica_manager.catching_up()))))
         log.info("minikafka broker %d (cluster %s%s) serving on %s with log dirs %s", self.config.broker_id,
                  cluster_id, "" if self.config.embedded else f", ZooKeeper {self.config['zookeeper.connect']}",
                  ", ".join(f"{name}://{h}:{p}" for name, (h, p, _) in advertised.items()), ", ".join(self.log_dirs))
@@ -335,6 +338,8 @@ class Broker:
 
 # The controller's requests: a cluster broker serves them, an embedded one has no controller but itself.
 CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 73})
+# How often a leader exports the byte progress of its replicas catching up.
+CATCH_UP_EXPORT_MS = 1000
 
 
 def new_cluster_id() -> str:

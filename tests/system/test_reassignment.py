@@ -9,8 +9,10 @@ it cannot catch up, so the reassignment waits for it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
 from kafka import KafkaAdminClient, TopicPartition
 from kafka import errors as Errors
 from kafka.admin import NewTopic
@@ -229,6 +231,16 @@ def test_a_reassignment_survives_kill_9_of_the_controller_and_of_the_receiving_b
     traffic.finish()
 
 
+def _catch_up(cluster: Cluster, leader: int, replica: int) -> tuple[float, float] | None:
+    """(bytes held, bytes to hold) of ``replica`` as its leader exports them, if it does."""
+    text = cluster.brokers[leader].metrics_text()
+    labels = f'{{partition="0",replica="{replica}",topic="{TOPIC}"}}'
+    found = [re.search(rf"^{name}{re.escape(labels)} (\S+)$", text, re.M)
+             for name in ("minikafka_replica_catch_up_bytes", "minikafka_replica_catch_up_total_bytes")]
+    return None if None in found else (float(found[0].group(1)), float(found[1].group(1)))  # type: ignore[union-attr]
+
+
+@pytest.mark.cluster_metrics
 def test_a_cancelled_reassignment_goes_back_and_deletes_what_it_added(cluster: Cluster) -> None:
     _create(cluster, {0: [1, 2]}, **{"min.insync.replicas": "2"})
     traffic = Traffic(cluster, TOPIC, 1)
@@ -238,6 +250,10 @@ def test_a_cancelled_reassignment_goes_back_and_deletes_what_it_added(cluster: C
             assert _reassign(cluster, {0: [1, 3]}, via=2) == {0: "NoError"}
             assert _under_way(cluster, via=1) == {0: {"replicas": [1, 3, 2], "adding_replicas": [3],
                                                       "removing_replicas": [2]}}
+            # The leader shows the new replica's byte progress: nothing of a log that is not empty.
+            leader = cluster.leader(TOPIC, 0)
+            wait_until(lambda: (p := _catch_up(cluster, leader, 3)) is not None and p[0] == 0 and p[1] > 0, 10,
+                       interval=0.2, what="the catch-up of the paused replica exported")
             assert _reassign(cluster, {0: None}, via=1) == {0: "NoError"}
             assert _under_way(cluster, via=2) == {}
             assert _reassign(cluster, {0: None}, via=2) == {0: "NoReassignmentInProgressError"}
@@ -245,6 +261,8 @@ def test_a_cancelled_reassignment_goes_back_and_deletes_what_it_added(cluster: C
         finally:
             cluster.resume(3)
         _wait_done(cluster, {0: [1, 2]})
+        wait_until(lambda: _catch_up(cluster, cluster.leader(TOPIC, 0), 3) is None, 10, interval=0.2,
+                   what="the removed replica's catch-up series gone")
         traffic.keeps_going()
     except BaseException:
         traffic.abandon()
