@@ -9,6 +9,7 @@ it cannot catch up, so the reassignment waits for it.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsResponse,
 )
 from kafka.structs import TopicPartitionReplica
+from kazoo.client import KazooClient
 
 from tests.integration.broker_process import KafkaWire, wait_until
 from tests.system.cluster import Cluster
@@ -34,6 +36,7 @@ from tests.system.load import (
     read_all,
     wait_acked,
 )
+from tests.system.zookeeper import ZooKeeperProcess
 
 TOPIC = "moving"
 
@@ -268,3 +271,27 @@ def test_a_cancelled_reassignment_goes_back_and_deletes_what_it_added(cluster: C
         traffic.abandon()
         raise
     traffic.finish()
+
+
+@pytest.mark.cluster_settings(**{"leader.imbalance.check.interval.seconds": "1"})
+def test_kafkas_reassign_partitions_znode_is_honoured_and_the_first_replica_leads_after(cluster: Cluster,
+                                                                                      zookeeper: ZooKeeperProcess) -> None:
+    _create(cluster, {0: [1, 2], 1: [1, 2]})
+    assert cluster.leader(TOPIC, 0) == 1 and cluster.leader(TOPIC, 1) == 1
+    # What kafka-reassign-partitions.sh --zookeeper wrote before KIP-455.
+    zk = KazooClient(hosts=zookeeper.connect + "/minikafka")
+    zk.start(timeout=15)
+    try:
+        zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": 0, "replicas": [3, 1]},
+            {"topic": TOPIC, "partition": 1, "replicas": [3, 7]}]}).encode())
+        wait_until(lambda: zk.exists("/admin/reassign_partitions") is None, 30, interval=0.2,
+                   what="the controller taking the request")
+    finally:
+        zk.stop()
+        zk.close()
+    # Partition 0 moves; its leader stays until the rebalance gives it to the first replica.
+    _wait_done(cluster, {0: [3, 1], 1: [1, 2]})
+    wait_until(lambda: cluster.leader(TOPIC, 0) == 3, 30, interval=0.2, what="broker 3 leading as first replica")
+    log_text = cluster.brokers[cluster.controller_id()].stderr_text(2_000_000)
+    assert f"ignoring the reassignment of {TOPIC}-1 to [3, 7] in /admin/reassign_partitions" in log_text
