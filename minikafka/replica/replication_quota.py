@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 UNLIMITED_RATE = 2**63 - 1
 # Bytes a quota may lend ahead of time after an idle spell, in seconds of its rate: small, so the
 # rate holds over short spans; any single transfer may still exceed it (it then runs into debt).
-BURST_SECONDS = 0.1
+BURST_SECONDS = 0.2
 # The longest a held-back fetch waits before looking again, so a raised rate applies at once.
 RECHECK_SECONDS = 0.1
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.broker_process import BrokerProcess, wait_until
 from tests.system.cluster import Cluster
+from tests.system.observe import alter_configs, log_bytes, metric_sample
 
 TOPIC = "throttled"
 CLIENT_TOPIC = "clients"
@@ -24,26 +24,8 @@ RECORD_BYTES = 64 << 10
 RATE = 1_000_000  # bytes/s: the catch-up of partition 0 would take about 25 s
 
 
-def _alter(cluster: Cluster, resource: ConfigResource) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
-    try:
-        results = admin.alter_configs([resource], incremental=True)
-    finally:
-        admin.close()
-    assert results == {resource.resource_type.name.lower(): {resource.name: "OK"}}, results
-
-
 def _metric(broker: BrokerProcess, name: str, direction: str) -> float:
-    for family in text_string_to_metric_families(broker.metrics_text()):
-        for sample in family.samples:
-            if sample.name == name and sample.labels.get("direction") == direction:
-                return sample.value
-    return 0.0
-
-
-def _log_bytes(broker: BrokerProcess, partition: int) -> int:
-    name = f"{TOPIC}-{partition}"
-    return sum(f.stat().st_size for f in (broker.partition_dirs()[name] / name).glob("*.log"))
+    return metric_sample(broker, name, direction=direction)
 
 
 def _in_isr(cluster: Cluster, partition: int, broker: int) -> bool:
@@ -95,7 +77,7 @@ def test_a_throttled_partition_catches_up_behind_an_unthrottled_one_until_the_th
     cluster.create_topic(CLIENT_TOPIC, 1, 3, **{"min.insync.replicas": "1"})
     # The broker whose throttle applies: the follower's own, or the leader's for what it serves.
     throttling = cluster.brokers[SLOW if direction == "follower" else LEADER]
-    _alter(cluster, ConfigResource(ConfigResourceType.BROKER, str(throttling.broker_id),
+    alter_configs(cluster.bootstrap, ConfigResource(ConfigResourceType.BROKER, str(throttling.broker_id),
                                    configs={f"{direction}.replication.throttled.rate": str(RATE)}))
 
     cluster.brokers[SLOW].kill9()
@@ -104,29 +86,32 @@ def test_a_throttled_partition_catches_up_behind_an_unthrottled_one_until_the_th
     for partition in (0, 1):
         _produce(cluster, TOPIC, partition, MISSED_BYTES // RECORD_BYTES, RECORD_BYTES, "1")
     # Partition 0's replica on broker 2 (follower side) or on broker 1 as leader (leader side).
-    _alter(cluster, ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={
+    alter_configs(cluster.bootstrap, ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={
         f"{direction}.replication.throttled.replicas": f"0:{throttling.broker_id}"}))
     # The restarted broker's counters start from zero.
     holds_before, bytes_before = (0.0, 0.0) if direction == "follower" else (
         _metric(throttling, "minikafka_replication_throttled_holds_total", direction),
         _metric(throttling, "minikafka_replication_throttled_bytes_total", direction))
+    # An in-sync replica is never held back: it must have left both ISRs before it comes back.
+    wait_until(lambda: not _in_isr(cluster, 0, SLOW) and not _in_isr(cluster, 1, SLOW), 30, interval=0.1,
+               what="the killed follower out of the ISRs")
     cluster.brokers[SLOW].start()  # its dynamic rate, if it is the throttling one, comes from ZooKeeper
 
-    leader_bytes = _log_bytes(cluster.brokers[LEADER], 0)
+    leader_bytes = log_bytes(cluster.brokers[LEADER], TOPIC, 0)
     wait_until(lambda: _in_isr(cluster, 1, SLOW), 60, interval=0.1, what="the unthrottled partition caught up")
-    behind = _log_bytes(cluster.brokers[SLOW], 0)
+    behind = log_bytes(cluster.brokers[SLOW], TOPIC, 0)
     assert behind < leader_bytes / 2, (behind, leader_bytes)
     # Clients of the same brokers are served while the throttled partition is still catching up.
     _produce(cluster, CLIENT_TOPIC, 0, 200, 1000, "all")
     assert [v[:7] for v in _consume_all(cluster, CLIENT_TOPIC, 200)] == [b"%07d" % i for i in range(200)]
-    assert not _in_isr(cluster, 0, SLOW) and _log_bytes(cluster.brokers[SLOW], 0) < leader_bytes
+    assert not _in_isr(cluster, 0, SLOW) and log_bytes(cluster.brokers[SLOW], TOPIC, 0) < leader_bytes
     assert _metric(throttling, "minikafka_replication_throttled_holds_total", direction) > holds_before
     assert _metric(throttling, "minikafka_replication_throttled_rate_bytes_per_second", direction) == RATE
 
-    _alter(cluster, ConfigResource(ConfigResourceType.BROKER, str(throttling.broker_id), configs={
+    alter_configs(cluster.bootstrap, ConfigResource(ConfigResourceType.BROKER, str(throttling.broker_id), configs={
         f"{direction}.replication.throttled.rate": (AlterConfigOp.DELETE, None)}))
     wait_until(lambda: _in_isr(cluster, 0, SLOW), 60, interval=0.1, what="the throttled partition caught up")
-    assert _log_bytes(cluster.brokers[SLOW], 0) == leader_bytes
+    assert log_bytes(cluster.brokers[SLOW], TOPIC, 0) == leader_bytes
     # Every byte of partition 0 broker 2 fetched was a throttled replica's (and nothing else was).
     counted = _metric(throttling, "minikafka_replication_throttled_bytes_total", direction) - bytes_before
     assert counted == leader_bytes if direction == "follower" else counted >= leader_bytes
