@@ -92,6 +92,7 @@ class Broker:
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
         self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
+        self._follow_replication_throttle_rates()
         self.metadata = MetadataCache(cluster_id)
         self.replica_manager.internal_topics = INTERNAL_TOPICS
         self.replica_manager.metadata = self.metadata
@@ -225,6 +226,14 @@ class Broker:
                             bytes_per_second=self.config[throttle_key])
         self.config.on_change(throttle_key, lambda _key, rate: mover.throttle.set_rate(rate))
         return mover
+
+    def _follow_replication_throttle_rates(self) -> None:
+        """The replication throttles (KIP-73) at their configured rates, following dynamic changes."""
+        throttles = self.replica_manager.replication_throttles
+        for throttle, key in ((throttles.leader, "leader.replication.throttled.rate"),
+                              (throttles.follower, "follower.replication.throttled.rate")):
+            throttle.set_rate(self.config[key])
+            self.config.on_change(key, lambda _key, rate, throttle=throttle: throttle.set_rate(rate))
 
     def _create_dirs(self) -> None:
         """Skip (report) every unusable log dir; refuse to start when none is left."""
