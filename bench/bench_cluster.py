@@ -9,6 +9,10 @@
 4. Dir failure (scenario C4): the log dir holding a partition's leader replica is replaced by a
    regular file under a one-at-a-time acks=all producer; the time from the failure to the first
    acknowledged produce on the new leader. The broker is then restarted with an empty dir.
+5. Replication throttle (KIP-73) accuracy: a follower that missed M MiB catches up under a
+   50 MB/s throttle, on the follower's side and then on the leader's; the rate the throttling
+   broker's throttled-bytes counter grows at (least squares over samples every 0.1 s) while the
+   follower is between 10% and 90% of the way.
 
 Prints a markdown report. Usage: .venv/bin/python bench/bench_cluster.py [--mib M] [--repeat R]
 """
@@ -27,14 +31,17 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import confluent_kafka  # noqa: E402
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType  # noqa: E402
 
 from bench.run import MiB, produce  # noqa: E402
 from tests.integration.broker_process import wait_until  # noqa: E402
 from tests.integration.disk_faults import replace_with_empty_dir, replace_with_file  # noqa: E402
 from tests.system.cluster import CLUSTER_SETTINGS, Cluster  # noqa: E402
+from tests.system.observe import alter_configs, log_bytes, metric_sample  # noqa: E402
 from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
 
 SESSION_TIMEOUT_MS = 4000
+THROTTLE_RATE = 50_000_000
 
 
 
@@ -168,19 +175,74 @@ def catch_up(cluster: Cluster, mib: int) -> list[str]:
     ]
 
 
+def one_throttled_catch_up(cluster: Cluster, topic: str, direction: str, mib: int) -> tuple[float, int]:
+    """(bytes/s, bytes): how fast the throttled-bytes counter of the throttling broker grew while
+    the restarted follower was between 10% and 90% of its catch-up."""
+    cluster.create_topic(topic, 1, 3, **{"min.insync.replicas": "1"})
+    leader = cluster.leader(topic, 0)
+    follower = next(b for b in cluster.brokers if b != leader)
+    throttling = cluster.brokers[follower if direction == "follower" else leader]
+    rate_key = f"{direction}.replication.throttled.rate"
+    alter_configs(cluster.bootstrap, ConfigResource(ConfigResourceType.BROKER, str(throttling.broker_id),
+                                                    configs={rate_key: str(THROTTLE_RATE)}))
+    cluster.brokers[follower].kill9()
+    wait_until(lambda: follower not in {b.node_id for b in cluster.metadata().brokers}, 60, interval=0.1,
+               what="the stopped follower gone from Metadata")
+    produce(cluster.bootstrap, topic, 1, mib * 1024, 1024, "1", 300)
+    # Set now, so the in-sync follower's bytes while producing are not counted.
+    alter_configs(cluster.bootstrap, ConfigResource(ConfigResourceType.TOPIC, topic, configs={
+        f"{direction}.replication.throttled.replicas": f"0:{throttling.broker_id}"}))
+    counter = "minikafka_replication_throttled_bytes_total"
+    before = metric_sample(throttling, counter, direction=direction) if direction == "leader" else 0.0
+    size = log_bytes(cluster.brokers[leader], topic, 0)
+    # An in-sync replica is never held back: it must have left the ISR before it comes back.
+    wait_until(lambda: follower not in cluster.partitions(topic)[0].isr_nodes, 60, interval=0.1,
+               what="the stopped follower out of the ISR")
+    cluster.brokers[follower].start()
+    samples: list[tuple[float, float]] = []
+    while follower not in cluster.partitions(topic)[0].isr_nodes:
+        samples.append((time.monotonic(), metric_sample(throttling, counter, direction=direction) - before))
+        time.sleep(0.1)
+    steady = [(t, b) for t, b in samples if 0.1 * size <= b <= 0.9 * size]
+    alter_configs(cluster.bootstrap, ConfigResource(ConfigResourceType.BROKER, str(throttling.broker_id),
+                                                    configs={rate_key: (AlterConfigOp.DELETE, None)}))
+    if len(steady) < 2:
+        raise RuntimeError(f"{direction} throttle: too few samples during the catch-up ({len(samples)} in all)")
+    # The least-squares slope: the counter moves in steps of one fetch, which endpoints alone would overweight.
+    return statistics.linear_regression([t for t, _ in steady], [b for _, b in steady]).slope, size
+
+
+def throttle_accuracy(cluster: Cluster, mib: int) -> list[str]:
+    rows = []
+    for direction in ("follower", "leader"):
+        measured, size = one_throttled_catch_up(cluster, f"throttle-{direction}", direction, mib)
+        error = measured / THROTTLE_RATE - 1
+        print(f"{direction} throttle: {measured / 1e6:.1f} MB/s ({error:+.1%})", file=sys.stderr, flush=True)
+        rows.append(f"| {direction}.replication.throttled.rate | {size / MiB:.0f} | {measured / 1e6:.1f} | "
+                    f"{error:+.1%} |")
+    return [
+        f"### Replication throttle accuracy at {THROTTLE_RATE / 1e6:.0f} MB/s (aim: within 10%)\n",
+        "a follower that missed the data catches up one partition under the throttle; the rate of the "
+        "throttling broker's minikafka_replication_throttled_bytes_total between 10% and 90% of the way\n",
+        "| throttle | MiB missed | MB/s | error |", "|---|---:|---:|---:|", *rows, "",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000, help="records per throughput run")
     parser.add_argument("--mib", type=int, default=256, help="MiB a follower misses in the catch-up run")
+    parser.add_argument("--throttle-mib", type=int, default=512, help="MiB a follower catches up under a throttle")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=["throughput", "failover", "catch-up", "dir-failover"],
+    parser.add_argument("--only", choices=["throughput", "failover", "catch-up", "dir-failover", "throttle"],
                         help="run one measure only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="minikafka-bench-cluster-") as tmp:
         zookeeper = ZooKeeperProcess(Path(tmp) / "zookeeper")
         cluster = Cluster(Path(tmp), zookeeper, overrides={
             "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "auto.create.topics.enable": "false",
-            "replica.fetch.max.bytes": str(8 * MiB), "replica.fetch.response.max.bytes": str(32 * MiB)})
+            "replica.fetch.max.bytes": str(8 * MiB), "replica.fetch.response.max.bytes": str(32 * MiB)},
+            metrics=True)
         try:
             zookeeper.start()
             cluster.start()
@@ -193,6 +255,8 @@ def main() -> int:
                 report += catch_up(cluster, args.mib)
             if args.only in (None, "dir-failover"):
                 report += dir_failover(cluster, args.repeat)
+            if args.only in (None, "throttle"):
+                report += throttle_accuracy(cluster, args.throttle_mib)
         except BaseException:
             print(cluster.stderr(), file=sys.stderr)
             raise

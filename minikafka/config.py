@@ -201,6 +201,14 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "bytes per second all moves between log dirs may copy together; changeable at run time",
                   lambda v: v >= 1, "must be >= 1", dynamic=True),
         # ---- cluster mode (zookeeper.connect) ----
+        ConfigDef("leader.replication.throttled.rate", _parse_int, 2**63 - 1,
+                  "bytes per second this broker as leader returns to followers of the replicas listed in "
+                  "leader.replication.throttled.replicas, together; changeable at run time",
+                  lambda v: v >= 0, "must be >= 0", dynamic=True),
+        ConfigDef("follower.replication.throttled.rate", _parse_int, 2**63 - 1,
+                  "bytes per second this broker as follower fetches for the replicas listed in "
+                  "follower.replication.throttled.replicas, together; changeable at run time",
+                  lambda v: v >= 0, "must be >= 0", dynamic=True),
         ConfigDef("zookeeper.session.timeout.ms", _parse_int, 18000,
                   "ZooKeeper session timeout: a broker silent this long is taken for dead", lambda v: v >= 1,
                   "must be >= 1"),

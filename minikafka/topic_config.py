@@ -8,11 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.config import BrokerConfig, ConfigSource, ConfigType, format_value
+from minikafka.replica.replication_quota import parse_throttled_replicas
 from minikafka.storage.log import LogConfig
 
 
 class InvalidTopicConfig(ValueError):
     """A topic configuration key or value that cannot be used; the message names the key."""
+
+
+class _RefusedValue(ValueError):
+    """A value that does not parse, with the reason in words a client can be shown."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +59,13 @@ def _list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _throttled_replicas(value: list[str]) -> bool:
-    """Kafka's form: "*", or partition:broker pairs."""
-    if value == ["*"]:
-        return True
-    return all(len(pair.split(":")) == 2 and all(p.strip().isdigit() for p in pair.split(":")) for pair in value)
+def _throttled_replicas(text: str) -> list[str]:
+    """Kafka's form, ``*`` or ``partition:broker,...``; kept as its items, as a LIST config is."""
+    try:
+        parse_throttled_replicas(text)
+    except ValueError as exc:
+        raise _RefusedValue(str(exc)) from None
+    return _list(text)
 
 
 def _at_least(low: int | float) -> Callable[[Any], bool]:
@@ -91,12 +98,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", _long, _at_least(0), "must be >= 0"),
         TopicConfigDef("flush.messages", None, _long, _at_least(1), "must be >= 1", default=LONG_MAX),
         TopicConfigDef("flush.ms", None, _long, _at_least(0), "must be >= 0", default=LONG_MAX),
-        TopicConfigDef("follower.replication.throttled.replicas", None, _list, _throttled_replicas,
-                       "must be * or a list of partition:broker pairs", default=[], kind=ConfigType.LIST),
+        TopicConfigDef("follower.replication.throttled.replicas", None, _throttled_replicas, lambda v: True,
+                       "", default=[], kind=ConfigType.LIST),
         TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", _long, _at_least(0), "must be >= 0",
                        kind=ConfigType.INT),
-        TopicConfigDef("leader.replication.throttled.replicas", None, _list, _throttled_replicas,
-                       "must be * or a list of partition:broker pairs", default=[], kind=ConfigType.LIST),
+        TopicConfigDef("leader.replication.throttled.replicas", None, _throttled_replicas, lambda v: True,
+                       "", default=[], kind=ConfigType.LIST),
         TopicConfigDef("local.retention.bytes", None, _long, _at_least(-2), "must be >= -2", default=-2),
         TopicConfigDef("local.retention.ms", None, _long, _at_least(-2), "must be >= -2", default=-2),
         TopicConfigDef("max.compaction.lag.ms", None, _long, _at_least(1), "must be >= 1", default=LONG_MAX),
@@ -152,6 +159,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             raise InvalidTopicConfig(f"Null value not supported for topic config {key}")
         try:
             parsed = definition.parse(value)
+        except _RefusedValue as exc:
+            raise InvalidTopicConfig(f"Invalid value {value} for configuration {key}: {exc}") from None
         except ValueError:
             raise InvalidTopicConfig(f"Invalid value {value} for configuration {key}") from None
         if not definition.check(parsed):

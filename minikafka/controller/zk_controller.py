@@ -4,7 +4,8 @@ Every cluster broker runs a ``ZkController``; the one whose ephemeral /controlle
 is active. On election it bumps /controller_epoch, reads the whole cluster state from
 ZooKeeper (Kafka's znode layout) and from then on owns it: it creates the partitions of new
 topics, elects leaders from the ISR when a broker's registration vanishes or a broker shuts
-down cleanly, gives leadership back to preferred replicas, deletes topics, and tells every
+down cleanly, gives leadership back to preferred replicas, moves replicas between brokers
+(reassignments, KIP-455), deletes topics, and tells every
 broker what it decided with LeaderAndIsr, UpdateMetadata and StopReplica. Each of its writes to
 a partition's state is conditional on the state's zk version and on the controller epoch
 znode's version, so a deposed controller cannot overwrite its successor's decisions.
@@ -20,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -29,6 +30,16 @@ from prometheus_client import Gauge
 from minikafka.config import BrokerConfig
 from minikafka.controller import elections
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
+from minikafka.controller.reassignment import (
+    ReplicaAssignment,
+    cancel,
+    complete,
+    dropped,
+    finished,
+    invalid_target,
+    leader_after,
+    reassign,
+)
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState, TopicAssignment
 from protocol import Message
 from protocol.errors import ErrorCode
@@ -71,6 +82,11 @@ class ControllerState:
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(self.topics[tp[0]].partitions[tp[1]])
+
+    def assignment_of(self, tp: TopicPartition) -> ReplicaAssignment:
+        topic = self.topics[tp[0]]
+        return ReplicaAssignment(tuple(topic.partitions[tp[1]]), tuple(topic.adding_replicas.get(tp[1], ())),
+                                 tuple(topic.removing_replicas.get(tp[1], ())))
 
     def partitions_of(self, broker: int) -> list[TopicPartition]:
         return [tp for tp in self.partitions if broker in self.replicas(tp)]
@@ -236,6 +252,9 @@ class ZkController:
         await self._delete_topics()
         await self._isr_changed()
         await self._log_dir_events()
+        for tp in [tp for tp in state.partitions if tp[0] in state.topics and state.assignment_of(tp).moving]:
+            await self._finish_reassignment(tp)
+        await self._requested_in_zookeeper()
         if self.config["auto.leader.rebalance.enable"]:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_periodically())
 
@@ -540,6 +559,9 @@ class ZkController:
             await self.zk.delete_notification(name)
         if changed:
             self._send_update_metadata(self.state.brokers, changed)
+        for tp in changed:
+            if self.state.assignment_of(tp).moving:
+                await self._finish_reassignment(tp)
 
     # ---- clean shutdown and preferred leaders ----------------------------------------------
     async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
@@ -635,6 +657,146 @@ class ZkController:
         if imbalanced:
             await self._elect_preferred(imbalanced)
 
+    # ---- reassignments (KIP-455) ------------------------------------------------------------
+    async def alter_reassignments(self, wanted: Mapping[TopicPartition, Sequence[int] | None],
+                                  allow_replication_factor_change: bool = True) -> dict[TopicPartition, Outcome]:
+        """Start, replace or (None) cancel the reassignment of each partition; NONE or why not."""
+        return await self._ask(lambda: self._alter_reassignments(wanted, allow_replication_factor_change))
+
+    async def _alter_reassignments(self, wanted: Mapping[TopicPartition, Sequence[int] | None],
+                                   allow_replication_factor_change: bool) -> dict[TopicPartition, Outcome]:
+        if not self.active:
+            return dict.fromkeys(wanted, (ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller"))
+        return {tp: await self._reassign(tp, target, allow_replication_factor_change) for tp, target in wanted.items()}
+
+    async def list_reassignments(self, wanted: Iterable[TopicPartition] | None
+                                 ) -> dict[TopicPartition, ReplicaAssignment] | None:
+        """The reassignments under way (of ``wanted`` only, if given); None if not the controller."""
+        async def listed() -> dict[TopicPartition, ReplicaAssignment] | None:
+            if not self.active:
+                return None
+            state = self.state
+            candidates = state.partitions if wanted is None else wanted
+            return {tp: state.assignment_of(tp) for tp in candidates
+                    if tp in state.partitions and tp[0] in state.topics and state.assignment_of(tp).moving}
+        return await self._ask(listed)
+
+    async def _reassign(self, tp: TopicPartition, target: Sequence[int] | None,
+                        allow_replication_factor_change: bool = True) -> Outcome:
+        state = self.state
+        if tp not in state.partitions or tp[0] in state.deleting or tp[0] not in state.topics:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]} does not exist"
+        current = state.assignment_of(tp)
+        if target is None:
+            if not current.moving:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"{tp[0]}-{tp[1]} is not being reassigned"
+            after = cancel(current)
+        else:
+            why = invalid_target(target, set(state.brokers))
+            if why is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, why
+            if not allow_replication_factor_change and len(target) != len(current.original):
+                return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"{len(target)} replicas asked for, the partition has {len(current.original)}")
+            after = reassign(current, target)
+        gone = dropped(current, after)
+        await self._set_assignment(tp, after)
+        record = state.partitions[tp]
+        # A new leader epoch makes every replica take the new replica set; replicas dropped
+        # (what an earlier target was adding) leave the ISR, and the leader if it was one.
+        isr = tuple(b for b in record.state.isr if b not in gone) or record.state.isr
+        leader = record.state.leader
+        if leader in gone or leader not in state.eligible(tp):
+            leader = next((b for b in isr if b in state.eligible(tp) and b not in gone), elections.NO_LEADER)
+        updated = await self._write(tp, replace(record.state, leader=leader, isr=isr,
+                                                leader_epoch=record.state.leader_epoch + 1))
+        if target is None:
+            log.info("reassignment of %s-%d cancelled: back to replicas %s; removing %s", tp[0], tp[1],
+                     list(after.replicas), list(gone) or "none")
+        else:
+            log.info("reassigning %s-%d to %s: adding %s, removing %s once they are in sync", tp[0], tp[1],
+                     list(after.target), list(after.adding) or "none", list(after.removing) or "none")
+        if updated is None:  # its leader changed the ISR meanwhile: tell them once that is read
+            self.post(lambda: self._tell_reassignment(tp, gone))
+        else:
+            await self._tell_reassignment(tp, gone)
+        return ErrorCode.NONE, None
+
+    async def _tell_reassignment(self, tp: TopicPartition, gone: Sequence[int]) -> None:
+        """LeaderAndIsr to the partition's replicas (the added ones create it), UpdateMetadata to
+        every broker, StopReplica with deletion to the replicas it dropped; then finish if it can."""
+        state = self.state
+        if tp not in state.partitions:
+            return
+        self._tell_replicas({tp: state.partitions[tp]})
+        for broker in gone:
+            state.offline_replicas.get(broker, set()).discard(tp)
+            if broker in state.brokers:
+                self._send_stop_replica(broker, [tp], delete=True)
+        await self._finish_reassignment(tp)
+
+    async def _finish_reassignment(self, tp: TopicPartition) -> None:
+        """Once the whole target is in sync: the partition gets its target replicas, a leader
+        among them, and the replicas leaving are stopped and deleted."""
+        state = self.state
+        record = state.partitions.get(tp)
+        if record is None or tp[0] in state.deleting:
+            return
+        moving = state.assignment_of(tp)
+        if not complete(moving, record.state.isr):
+            return
+        leader = leader_after(moving, record.state.leader, record.state.isr, state.eligible(tp))
+        if leader is None:
+            log.warning("%s-%d: the replicas of its new assignment %s are in sync but none can lead yet", tp[0],
+                        tp[1], list(moving.target))
+            return
+        final = finished(moving)
+        updated = await self._write(tp, replace(
+            record.state, leader=leader, leader_epoch=record.state.leader_epoch + 1,
+            isr=tuple(b for b in record.state.isr if b in final.replicas),
+            directories={b: d for b, d in record.state.directories.items() if b in final.replicas}))
+        if updated is None:
+            self.post(lambda: self._finish_reassignment(tp))
+            return
+        await self._set_assignment(tp, final)
+        gone = dropped(moving, final)
+        log.info("reassignment of %s-%d done: replicas %s, leader %d; deleting the replicas on %s", tp[0], tp[1],
+                 list(final.replicas), leader, list(gone) or "none")
+        await self._tell_reassignment(tp, gone)
+
+    async def _set_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        state = self.state
+        topic = state.topics[tp[0]]
+
+        def updated(current: Mapping[int, tuple[int, ...]], replicas: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+            result = {index: r for index, r in current.items() if index != tp[1]}
+            if replicas:
+                result[tp[1]] = replicas
+            return result
+        new = replace(topic, partitions={**topic.partitions, tp[1]: assignment.replicas},
+                      adding_replicas=updated(topic.adding_replicas, assignment.adding),
+                      removing_replicas=updated(topic.removing_replicas, assignment.removing))
+        await self.zk.update_topic_assignment(tp[0], new, state.epoch_zk_version)
+        state.topics[tp[0]] = new
+
+    async def _requested_in_zookeeper(self) -> None:
+        """Kafka's /admin/reassign_partitions: start what it asks, then delete it (progress is
+        kept in the topics' znodes, as KIP-455 does)."""
+        try:
+            requested = await self.zk.requested_reassignments(watch=self._watch(self._requested_in_zookeeper))
+        except ValueError as exc:
+            log.error("ignoring /admin/reassign_partitions: %s", exc)
+            await self.zk.delete_requested_reassignments()
+            return
+        if requested is None:
+            return
+        for tp, replicas in sorted(requested.items()):
+            error, why = await self._reassign(tp, replicas)
+            if error != ErrorCode.NONE:
+                log.error("ignoring the reassignment of %s-%d to %s in /admin/reassign_partitions: %s", tp[0], tp[1],
+                          list(replicas), why)
+        await self.zk.delete_requested_reassignments()
+
     # ---- writing decisions and telling brokers ------------------------------------------
     async def _write(self, tp: TopicPartition, new_state: LeaderIsr) -> PartitionRecord | None:
         """Record a partition's new state, conditional on the version read; after a lost race
@@ -683,13 +845,16 @@ class ZkController:
         leaders: set[int] = set()
         for tp in partitions:
             record = state.partitions[tp]
+            assignment = state.assignment_of(tp)
             leaders.add(record.state.leader)
             by_topic.setdefault(tp[0], []).append({
                 "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
                 "leader": record.state.leader, "leader_epoch": record.state.leader_epoch,
                 "isr": list(record.state.isr), "partition_epoch": record.zk_version,
-                "replicas": list(state.replicas(tp)), "adding_replicas": [], "removing_replicas": [],
-                "is_new": new, "leader_recovery_state": 0})
+                "replicas": list(assignment.replicas), "adding_replicas": list(assignment.adding),
+                "removing_replicas": list(assignment.removing),
+                # A replica a reassignment adds is created here for the first time (KIP-112).
+                "is_new": new or broker in assignment.adding, "leader_recovery_state": 0})
         live_leaders = []
         for leader in sorted(leaders):
             registration = state.brokers.get(leader)
@@ -766,7 +931,8 @@ class ZkController:
             record = self.state.partitions.get(tp)
             by_topic.setdefault(tp[0], []).append({
                 "partition_index": tp[1], "delete_partition": delete,
-                "leader_epoch": LEADER_DURING_DELETE if delete else (record.state.leader_epoch if record else -1)})
+                "leader_epoch": LEADER_DURING_DELETE if tp[0] in self.state.deleting
+                else (record.state.leader_epoch if record else -1)})
         self.channels.send(broker, STOP_REPLICA, {
             "controller_id": self.broker_id, "controller_epoch": self.state.epoch,
             "topic_states": [{"topic_name": name, "partition_states": ps} for name, ps in by_topic.items()]})

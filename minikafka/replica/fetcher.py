@@ -21,6 +21,7 @@ from typing import Any
 
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPartition
+from minikafka.replica.replication_quota import REPLICATION_BYTES_IN
 from minikafka.storage.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError
@@ -50,6 +51,9 @@ class _Followed:
     partition: Partition
     leader_epoch: int
     truncated: bool = False  # set once the log matches the leader's history
+    # Whether the last fetch brought the log up to the leader's high watermark: a throttled
+    # replica that is caught up is not held back (KIP-73).
+    in_sync: bool = False
 
 
 @dataclass
@@ -99,10 +103,11 @@ class LeaderFetcher:
             if client is not None:
                 client.close()
 
-    async def _pause(self) -> None:
+    async def _pause(self, seconds: float | None = None) -> None:
+        """Wait replica.fetch.backoff.ms (or ``seconds``), less if the followed partitions change."""
         self.changed.clear()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.config.backoff_ms / 1000):
+            async with asyncio.timeout(self.config.backoff_ms / 1000 if seconds is None else seconds):
                 await self.changed.wait()
 
     async def _truncate(self, client: BrokerClient) -> bool:
@@ -155,16 +160,30 @@ class LeaderFetcher:
         followed.truncated = True
 
     async def _fetch(self, client: BrokerClient) -> None:
+        throttle = self.replica_manager.replication_throttles.follower
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        held_back = False
         for (topic, index), followed in self.partitions.items():
+            # Throttled replicas that are catching up sit this fetch out while the throttle is
+            # spent; the others of this leader are fetched as usual.
+            if throttle.holds_back(topic, index, followed.in_sync):
+                held_back = True
+                continue
             log_ = followed.partition.log
             by_topic.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": followed.leader_epoch,
                 "fetch_offset": log_.log_end_offset, "log_start_offset": log_.log_start_offset,
                 "partition_max_bytes": self.config.partition_max_bytes})
+        max_wait_ms = self.config.fetch_max_wait_ms
+        if held_back:
+            if not by_topic:
+                await self._pause(throttle.wait_seconds())
+                return
+            # Come back for the held-back replicas as soon as the throttle has room again.
+            max_wait_ms = min(max_wait_ms, int(throttle.wait_seconds() * 1000))
         response = await client.request(FETCH, FETCH_VERSION, {
             "replica_id": self.config.broker_id,
-            "max_wait_ms": self.config.fetch_max_wait_ms,
+            "max_wait_ms": max_wait_ms,
             "min_bytes": self.config.fetch_min_bytes,
             "max_bytes": self.config.response_max_bytes,
             "isolation_level": 0,
@@ -173,7 +192,7 @@ class LeaderFetcher:
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
             "forgotten_topics_data": [],
             "rack_id": "",
-        }, (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000)
+        }, (self.config.request_timeout_ms + max_wait_ms) / 1000)
         backoff = response.error_code != ErrorCode.NONE
         for topic in response.responses:
             for answer in topic.partitions:
@@ -196,8 +215,12 @@ class LeaderFetcher:
                 if records:
                     partition.append_as_follower(bytes(records), answer.high_watermark)
                     self.fetched_bytes += len(records)
+                    REPLICATION_BYTES_IN.inc(len(records))
+                    self.replica_manager.replication_throttles.follower.record(
+                        partition.topic, partition.index, len(records))
                 else:
                     partition.follow_high_watermark(answer.high_watermark)
+                followed.in_sync = partition.log.log_end_offset >= answer.high_watermark
             except KafkaStorageError as exc:
                 log.error("%s-%d: cannot store replicated records: %s", partition.topic, partition.index, exc)
                 return False

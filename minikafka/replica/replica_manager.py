@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from minikafka.metadata_cache import MetadataCache
+from minikafka.replica.replication_quota import REPLICATION_BYTES_OUT, ReplicationThrottles
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
     InvalidTimestampError,
@@ -260,6 +261,8 @@ class FetchResultPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    # A follower's fetch of a throttled replica left out because the leader's throttle was spent.
+    held_back: bool = False
 
     @property
     def size(self) -> int:
@@ -304,6 +307,8 @@ class ReplicaManager:
         # Told where each hosted replica's log is (created, opened or moved), to report it to the
         # controller (KIP-858).
         self.on_replica_placed: Callable[[Partition], None] | None = None
+        # KIP-73: which replicas' replication is throttled, and at what rate (both directions).
+        self.replication_throttles = ReplicationThrottles(broker_id)
 
     # --- leadership ---------------------------------------------------------------------------
     def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
@@ -544,6 +549,22 @@ class ReplicaManager:
             if partition.is_leader:
                 partition.maybe_shrink_isr(now, max_lag_ms)
 
+    def catching_up(self) -> dict[tuple[str, int, int], tuple[int, int]]:
+        """{(topic, partition, follower): (bytes it holds, bytes of this leader's log)} for every
+        replica out of the ISR of a partition led here (a reassignment's new replicas among
+        them): byte progress, which offset lag does not show while a large segment copies."""
+        progress: dict[tuple[str, int, int], tuple[int, int]] = {}
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader:
+                continue
+            for replica in partition.replicas:
+                if replica == self.broker_id or replica in partition.isr:
+                    continue
+                follower = partition.followers.get(replica)
+                held = partition.log.bytes_below(follower.log_end_offset) if follower is not None else 0
+                progress[(partition.topic, partition.index, replica)] = (held, partition.log.size_bytes)
+        return progress
+
     def isr_committed(self, partition: Partition, isr: tuple[int, ...], partition_epoch: int) -> None:
         if partition.isr_committed(isr, partition_epoch):
             self._wake((partition.topic, partition.index))
@@ -563,11 +584,24 @@ class ReplicaManager:
             remaining = deadline - loop.time()
             if (total >= min_bytes or remaining <= 0 or not requests or client_gone()
                     or any(r.error != ErrorCode.NONE for r in results)):
+                self._count_replication(requests, results)
                 return results
             for r in results:
                 if r.records is not None:
                     r.records.close()
+            if any(r.held_back for r in results):
+                # Look again once the throttle has room, not only when new data comes.
+                remaining = min(remaining, self.replication_throttles.leader.wait_seconds())
             await self._wait_for_data([(r.topic, r.partition) for r in requests], remaining)
+
+    def _count_replication(self, requests: list[FetchRequestPartition], results: list[FetchResultPartition]) -> None:
+        """Bytes returned to followers count against the leader's throttle (in-sync ones too, as
+        in Kafka); consumers' bytes never do."""
+        throttle = self.replication_throttles.leader
+        for request, result in zip(requests, results, strict=True):
+            if request.replica_id >= 0 and result.size:
+                REPLICATION_BYTES_OUT.inc(result.size)
+                throttle.record(request.topic, request.partition, result.size)
 
     def _read(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResultPartition]:
         results: list[FetchResultPartition] = []
@@ -592,6 +626,10 @@ class ReplicaManager:
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset
             if budget <= 0:
+                continue
+            if follower and self.replication_throttles.leader.holds_back(
+                    request.topic, request.partition, in_sync=request.replica_id in partition.isr):
+                result.held_back = True
                 continue
             try:
                 if log_.log_dir not in verified:

@@ -36,6 +36,7 @@ from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
 from minikafka.server.log_dir_reports import LogDirReports
+from minikafka.server.metrics import export_catch_up
 from minikafka.storage.errors import (
     InconsistentMetadataError,
     KafkaStorageError,
@@ -91,6 +92,7 @@ class Broker:
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
         self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
+        self._follow_replication_throttle_rates()
         self.metadata = MetadataCache(cluster_id)
         self.replica_manager.internal_topics = INTERNAL_TOPICS
         self.replica_manager.metadata = self.metadata
@@ -141,6 +143,8 @@ class Broker:
             lag = self.config["replica.lag.time.max.ms"]
             self._background.append(loop.create_task(self._every(
                 max(lag // 2, 1), lambda: self.replica_manager.shrink_isrs(now_ms(), lag))))
+            self._background.append(loop.create_task(self._every(
+                CATCH_UP_EXPORT_MS, lambda: export_catch_up(self.replica_manager.catching_up()))))
         log.info("minikafka broker %d (cluster %s%s) serving on %s with log dirs %s", self.config.broker_id,
                  cluster_id, "" if self.config.embedded else f", ZooKeeper {self.config['zookeeper.connect']}",
                  ", ".join(f"{name}://{h}:{p}" for name, (h, p, _) in advertised.items()), ", ".join(self.log_dirs))
@@ -222,6 +226,14 @@ class Broker:
                             bytes_per_second=self.config[throttle_key])
         self.config.on_change(throttle_key, lambda _key, rate: mover.throttle.set_rate(rate))
         return mover
+
+    def _follow_replication_throttle_rates(self) -> None:
+        """The replication throttles (KIP-73) at their configured rates, following dynamic changes."""
+        throttles = self.replica_manager.replication_throttles
+        for throttle, key in ((throttles.leader, "leader.replication.throttled.rate"),
+                              (throttles.follower, "follower.replication.throttled.rate")):
+            throttle.set_rate(self.config[key])
+            self.config.on_change(key, lambda _key, rate, throttle=throttle: throttle.set_rate(rate))
 
     def _create_dirs(self) -> None:
         """Skip (report) every unusable log dir; refuse to start when none is left."""
@@ -335,6 +347,8 @@ class Broker:
 
 # The controller's requests: a cluster broker serves them, an embedded one has no controller but itself.
 CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 73})
+# How often a leader exports the byte progress of its replicas catching up.
+CATCH_UP_EXPORT_MS = 1000
 
 
 def new_cluster_id() -> str:

@@ -104,6 +104,7 @@ class ControllerCommands:
                 continue
             if command.topic not in configs:
                 configs[command.topic] = await self.topic_configs(command.topic)
+                self.replica_manager.replication_throttles.update_topic(command.topic, configs[command.topic])
             results[key] = self._apply(command, configs[command.topic])
         return results
 
@@ -157,6 +158,7 @@ class ControllerCommands:
             metadata.update_partitions(name, topic_id, states)
         for name in deleted:
             metadata.remove_topic(name)
+            self.replica_manager.replication_throttles.forget_topic(name)
             # Every coordinator drops the deleted topic's committed offsets, hosting it or not.
             self.groups.on_topic_deleted(name)
 

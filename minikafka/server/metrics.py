@@ -1,8 +1,9 @@
-"""Request metrics of the server, exported to Prometheus."""
+"""Request metrics of the server, and the leader's view of replicas catching up, exported to
+Prometheus."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from protocol import SUPPORTED_APIS
 
@@ -22,3 +23,30 @@ REQUEST_VERSIONS = Counter(
 def api_name(api_key: int) -> str:
     spec = SUPPORTED_APIS.get(api_key)
     return spec.name if spec is not None else str(api_key)
+
+
+CATCH_UP_LABELS = ["topic", "partition", "replica"]
+CATCH_UP_HELD = Gauge(
+    "minikafka_replica_catch_up_bytes",
+    "Bytes of the leader's log that a replica out of the ISR holds (a reassignment's new replicas among "
+    "them), from its fetch position; exported by the leader", CATCH_UP_LABELS)
+CATCH_UP_TOTAL = Gauge(
+    "minikafka_replica_catch_up_total_bytes",
+    "Bytes of the leader's log, which a replica out of the ISR has to hold", CATCH_UP_LABELS)
+_exported_catch_up: set[tuple[str, str, str]] = set()
+
+
+def export_catch_up(progress: dict[tuple[str, int, int], tuple[int, int]]) -> None:
+    """Set the catch-up gauges to ``progress`` (ReplicaManager.catching_up); replicas that
+    caught up (or left) lose their series."""
+    current = set()
+    for (topic, partition, replica), (held, total) in progress.items():
+        labels = (topic, str(partition), str(replica))
+        CATCH_UP_HELD.labels(*labels).set(held)
+        CATCH_UP_TOTAL.labels(*labels).set(total)
+        current.add(labels)
+    for labels in _exported_catch_up - current:
+        CATCH_UP_HELD.remove(*labels)
+        CATCH_UP_TOTAL.remove(*labels)
+    _exported_catch_up.clear()
+    _exported_catch_up.update(current)

@@ -304,6 +304,16 @@ class Log:
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
 
+    def bytes_below(self, offset: int) -> int:
+        """Bytes of the batches before ``offset``: what a replica of this log holds once it
+        fetches from ``offset``."""
+        i = bisect_right(self._bases, offset) - 1
+        if i < 0:
+            return 0
+        position = self.segments[i].find(offset)
+        return sum(segment.size for segment in self.segments[:i]) + (
+            self.segments[i].size if position is None else position)
+
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for segment in self.segments:

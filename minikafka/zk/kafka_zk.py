@@ -193,6 +193,9 @@ def _load(path: str, data: bytes) -> Any:
     return doc
 
 
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+
+
 def topic_path(topic: str) -> str:
     return f"/brokers/topics/{topic}"
 
@@ -460,6 +463,32 @@ class KafkaZk:
 
     async def set_topic_assignment(self, topic: str, assignment: TopicAssignment, version: int) -> None:
         await self.set(topic_path(topic), assignment.encode(), version)
+
+    async def update_topic_assignment(self, topic: str, assignment: TopicAssignment,
+                                      controller_epoch_version: int) -> None:
+        """The controller's rewrite of a topic's replicas (a reassignment), only while the
+        controller epoch is still ours."""
+        await self._commit(lambda t: (t.check("/controller_epoch", controller_epoch_version),
+                                      t.set_data(topic_path(topic), assignment.encode())))
+
+    async def requested_reassignments(self, watch: Watch | None = None
+                                      ) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        """Kafka's /admin/reassign_partitions ({"version":1,"partitions":[{"topic","partition",
+        "replicas"}]}), None when there is none; ``watch`` fires when it is created or changed."""
+        got = await self.get(REASSIGN_PARTITIONS, watch)
+        if got is None:
+            return None
+        doc = _load(REASSIGN_PARTITIONS, got[0])
+        requested: dict[tuple[str, int], tuple[int, ...]] = {}
+        for entry in doc.get("partitions") or []:
+            try:
+                requested[(str(entry["topic"]), int(entry["partition"]))] = tuple(int(b) for b in entry["replicas"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{REASSIGN_PARTITIONS}: malformed entry {entry!r} ({exc!r})") from None
+        return requested
+
+    async def delete_requested_reassignments(self) -> None:
+        await self.delete(REASSIGN_PARTITIONS)
 
     async def partition_state(self, topic: str, partition: int) -> tuple[LeaderIsr, int] | None:
         got = await self.get(state_path(topic, partition))

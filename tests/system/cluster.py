@@ -40,6 +40,7 @@ class Cluster:
         self.zookeeper = zookeeper
         self.brokers: dict[int, BrokerProcess] = {}
         self.internal_ports: dict[int, int] = {}
+        self.paused: set[int] = set()
         for broker_id in range(1, size + 1):
             broker = BrokerProcess(root / f"broker{broker_id}", broker_id=broker_id, ready_timeout=60.0,
                                    overrides={"zookeeper.connect": zookeeper.connect + chroot, **CLUSTER_SETTINGS,
@@ -101,11 +102,13 @@ class Cluster:
         process = self.brokers[broker_id].process
         assert process is not None
         process.send_signal(signal.SIGSTOP)
+        self.paused.add(broker_id)
 
     def resume(self, broker_id: int) -> None:
         process = self.brokers[broker_id].process
         assert process is not None
         process.send_signal(signal.SIGCONT)
+        self.paused.discard(broker_id)
 
     def stderr(self) -> str:
         return "\n".join(f"---- broker {i}\n{b.stderr_text(8000)}" for i, b in self.brokers.items())

@@ -92,6 +92,20 @@ def test_reads_across_several_segments(make_log):
         assert batches[-1].last_offset < segment.next_offset
 
 
+def test_bytes_below_an_offset_are_what_a_replica_fetching_from_it_holds(make_log):
+    log = make_log(LogConfig(segment_bytes=1_000))
+    sizes = []
+    for i in range(40):
+        log.append_as_leader(make_batch(2, tag=b"%d" % i), 0, i)
+        sizes.append(log.size_bytes)
+    assert len(log.segments) > 3
+    assert log.bytes_below(-1) == log.bytes_below(0) == 0
+    # Offsets 2i and 2i+1 are batch i: below its first offset lie the batches before it.
+    for i in range(1, 40):
+        assert log.bytes_below(2 * i) == sizes[i - 1]
+    assert log.bytes_below(log.log_end_offset) == log.size_bytes
+
+
 def test_read_caps(make_log):
     log = make_log()
     sizes = []

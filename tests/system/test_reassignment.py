@@ -1,0 +1,297 @@
+"""Partition reassignment across brokers (KIP-455, KIP-113), driven by kafka-python's
+``KafkaAdminClient.alter_partition_reassignments`` / ``list_partition_reassignments`` under a
+running acks=all producer and a consumer: scenario C1 of ACCEPTANCE.md, a reassignment that
+survives kill -9 of the controller and of the broker receiving the replica, and a cancellation.
+
+A move is held in progress, where a test needs it, by pausing (SIGSTOP) the receiving broker:
+it cannot catch up, so the reassignment waits for it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, TopicPartition
+from kafka import errors as Errors
+from kafka.admin import NewTopic
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from kafka.structs import TopicPartitionReplica
+from kazoo.client import KazooClient
+
+from tests.integration.broker_process import KafkaWire, wait_until
+from tests.system.cluster import Cluster
+from tests.system.load import (
+    ConsumerRun,
+    ProducerRun,
+    assert_consumed_once,
+    assert_exactly_once,
+    read_all,
+    wait_acked,
+)
+from tests.system.zookeeper import ZooKeeperProcess
+
+TOPIC = "moving"
+
+
+class Traffic:
+    """Two acks=all producers and a consumer on ``topic`` for the whole test."""
+
+    def __init__(self, cluster: Cluster, topic: str, partitions: int) -> None:
+        self.cluster, self.topic, self.partitions = cluster, topic, partitions
+        self.producers = [ProducerRun("confluent", cluster.bootstrap, topic, partitions).start(),
+                          ProducerRun("kafka-python", cluster.bootstrap, topic, partitions, pace_s=0.005).start()]
+        self.consumer = ConsumerRun(cluster.bootstrap, topic, partitions).start()
+        wait_acked(self.producers, {})
+
+    def keeps_going(self) -> None:
+        wait_acked(self.producers, {r.client: len(r.acked) for r in self.producers})
+
+    def finish(self) -> None:
+        for run in self.producers:
+            run.stop()
+        stored = read_all(self.cluster.bootstrap, self.topic, self.partitions)
+        assert_exactly_once(self.producers, stored)
+        assert_consumed_once(self.consumer, stored)
+
+    def abandon(self) -> None:
+        for run in self.producers:
+            run._stop.set()
+        self.consumer._stop.set()
+
+
+def _admin(cluster: Cluster) -> KafkaAdminClient:
+    # Brokers that answer only: kafka-python gives up on a bootstrap server that refuses or hangs.
+    answering = [b.bootstrap for i, b in cluster.brokers.items() if b.is_running() and i not in cluster.paused]
+    return KafkaAdminClient(bootstrap_servers=",".join(answering), client_id="reassignment-test")
+
+
+def _create(cluster: Cluster, assignment: dict[int, list[int]], **configs: str) -> None:
+    admin = _admin(cluster)
+    try:
+        admin.create_topics([NewTopic(TOPIC, replica_assignments=assignment, topic_configs=configs)])
+    finally:
+        admin.close()
+    cluster.wait_for_leaders(TOPIC, len(assignment))
+
+
+def _reassign(cluster: Cluster, targets: dict[int, list[int] | None], via: int | None = None) -> dict[int, str]:
+    """AlterPartitionReassignments through kafka-python's admin client, or, ``via`` a given broker
+    (which forwards to the controller when it is not the one), over one connection: kafka-python
+    may pick a paused broker for its next request and hang. The error name per partition."""
+    if via is None:
+        admin = _admin(cluster)
+        try:
+            answers = admin.alter_partition_reassignments({TopicPartition(TOPIC, p): t for p, t in targets.items()})
+        finally:
+            admin.close()
+        return {tp.partition: "NoError" if error is None else error.__name__ for tp, error in answers.items()}
+    _Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+    request = AlterPartitionReassignmentsRequest(timeout_ms=30000, topics=[_Topic(name=TOPIC, partitions=[
+        _Topic.ReassignablePartition(partition_index=p, replicas=t) for p, t in targets.items()])])
+    with KafkaWire(cluster.brokers[via].address, timeout=40) as wire:
+        response = wire.request(request, 0, AlterPartitionReassignmentsResponse)
+    assert response.error_code == 0, response
+    return {p.partition_index: Errors.for_code(p.error_code).__name__
+            for t in response.responses for p in t.partitions}
+
+
+def _under_way(cluster: Cluster, via: int | None = None) -> dict[int, dict[str, list[int]]]:
+    if via is None:
+        admin = _admin(cluster)
+        try:
+            listed = admin.list_partition_reassignments()
+        finally:
+            admin.close()
+        return {tp.partition: entry for tp, entry in listed.items() if tp.topic == TOPIC}
+    with KafkaWire(cluster.brokers[via].address, timeout=40) as wire:
+        response = wire.request(ListPartitionReassignmentsRequest(timeout_ms=30000, topics=None), 0,
+                                ListPartitionReassignmentsResponse)
+    assert response.error_code == 0, response
+    return {p.partition_index: {"replicas": list(p.replicas), "adding_replicas": list(p.adding_replicas),
+                                "removing_replicas": list(p.removing_replicas)}
+            for t in response.topics if t.name == TOPIC for p in t.partitions}
+
+
+def _replicas(cluster: Cluster) -> dict[int, list[int]]:
+    return {p: list(found.replica_nodes) for p, found in cluster.partitions(TOPIC).items()}
+
+
+def _wait_done(cluster: Cluster, expected: dict[int, list[int]], timeout: float = 60,
+               stale: frozenset[int] | set[int] = frozenset(), via: int | None = None) -> None:
+    """No reassignment listed, Metadata shows the target replicas all in sync, and only they hold
+    the partition on disk (brokers in ``stale`` were dead when their replica was removed and are
+    not looked at)."""
+    def done() -> bool:
+        partitions = cluster.partitions(TOPIC)
+        if _under_way(cluster, via) or any(list(partitions[p].replica_nodes) != r or sorted(partitions[p].isr_nodes)
+                                      != sorted(r) for p, r in expected.items()):
+            return False
+        for b, broker in cluster.brokers.items():
+            if b in stale:
+                continue
+            held = {int(name.rsplit("-", 1)[1]) for name in broker.partition_dirs()
+                    if name.rsplit("-", 1)[0] == TOPIC}
+            if held != {p for p, r in expected.items() if b in r}:
+                return False
+        return True
+    wait_until(done, timeout, interval=0.2, what=f"reassignment to {expected} done")
+
+
+def _dir_of(cluster: Cluster, broker: int, partition: int) -> Path:
+    return cluster.brokers[broker].partition_dirs()[f"{TOPIC}-{partition}"]
+
+
+def _other_dir(cluster: Cluster, broker: int, used: Path) -> Path:
+    (other,) = [d for d in cluster.brokers[broker].log_dirs if d != used]
+    return other
+
+
+def test_c1_move_to_the_other_dir_then_to_the_unused_dir_of_the_next_broker(cluster: Cluster) -> None:
+    _create(cluster, {0: [1], 1: [2], 2: [3]})
+    traffic = Traffic(cluster, TOPIC, 3)
+    try:
+        # First half: each replica to the other dir of its own broker (KIP-113).
+        other = {p: _other_dir(cluster, p + 1, _dir_of(cluster, p + 1, p)) for p in range(3)}
+        admin = _admin(cluster)
+        try:
+            answers = admin.alter_replica_log_dirs({TopicPartitionReplica(TOPIC, p, p + 1): str(d)
+                                                    for p, d in other.items()})
+        finally:
+            admin.close()
+        assert {e.__name__ for e in answers.values()} == {"NoError"}, answers
+        wait_until(lambda: all(_dir_of(cluster, p + 1, p) == d and not any(
+            n.endswith("-future") for n in cluster.brokers[p + 1].partition_dirs()) for p, d in other.items()),
+                   60, interval=0.2, what="every replica in its other dir")
+        traffic.keeps_going()
+
+        # Second half: each replica to the unused dir of the next broker (1->2, 2->3, 3->1).
+        following = {p: (p + 1) % 3 + 1 for p in range(3)}
+        unused = {p: _other_dir(cluster, nb, _dir_of(cluster, nb, nb - 1)) for p, nb in following.items()}
+        admin = _admin(cluster)
+        try:
+            answers = admin.alter_replica_log_dirs({TopicPartitionReplica(TOPIC, p, following[p]): str(d)
+                                                    for p, d in unused.items()})
+        finally:
+            admin.close()
+        assert {e.__name__ for e in answers.values()} == {"ReplicaNotAvailableError"}, answers
+        assert _reassign(cluster, {p: [nb] for p, nb in following.items()}) == dict.fromkeys(following, "NoError")
+        for p, entry in _under_way(cluster).items():
+            assert entry == {"replicas": [following[p], p + 1], "adding_replicas": [following[p]],
+                             "removing_replicas": [p + 1]}, entry
+        _wait_done(cluster, {p: [nb] for p, nb in following.items()})
+        for p, nb in following.items():
+            assert _dir_of(cluster, nb, p) == unused[p]
+        traffic.keeps_going()
+    except BaseException:
+        traffic.abandon()
+        raise
+    traffic.finish()
+    controller_log = cluster.brokers[cluster.controller_id()].stderr_text(2_000_000)
+    assert f"reassignment of {TOPIC}-0 done: replicas [2]" in controller_log
+
+
+def test_a_reassignment_survives_kill_9_of_the_controller_and_of_the_receiving_broker(cluster: Cluster) -> None:
+    controller = cluster.controller_id()
+    first, second = [b for b in cluster.brokers if b != controller]
+    _create(cluster, {0: [first]})
+    traffic = Traffic(cluster, TOPIC, 1)
+    try:
+        # The controller dies while the receiving broker (paused) has not caught up; the request
+        # goes through a broker that is not the controller, which forwards it.
+        cluster.pause(second)
+        try:
+            assert _reassign(cluster, {0: [second]}, via=first) == {0: "NoError"}
+            assert _under_way(cluster, via=first) == {0: {"replicas": [second, first], "adding_replicas": [second],
+                                                          "removing_replicas": [first]}}
+            cluster.brokers[controller].kill9()
+            wait_until(lambda: cluster.metadata(via=cluster.brokers[first]).controller_id == first, 30,
+                       interval=0.2, what="a new controller")
+        finally:
+            cluster.resume(second)
+        _wait_done(cluster, {0: [second]}, stale={controller}, via=first)
+        traffic.keeps_going()
+        cluster.brokers[controller].start()
+
+        # The receiving broker dies before it has the replica, and comes back: the move completes.
+        cluster.pause(controller)
+        assert _reassign(cluster, {0: [controller]}, via=first) == {0: "NoError"}
+        cluster.brokers[controller].kill9()
+        assert _under_way(cluster, via=second)[0]["adding_replicas"] == [controller]
+        cluster.brokers[controller].start()
+        _wait_done(cluster, {0: [controller]}, via=second)
+        traffic.keeps_going()
+    except BaseException:
+        traffic.abandon()
+        raise
+    traffic.finish()
+
+
+def _catch_up(cluster: Cluster, leader: int, replica: int) -> tuple[float, float] | None:
+    """(bytes held, bytes to hold) of ``replica`` as its leader exports them, if it does."""
+    text = cluster.brokers[leader].metrics_text()
+    labels = f'{{partition="0",replica="{replica}",topic="{TOPIC}"}}'
+    found = [re.search(rf"^{name}{re.escape(labels)} (\S+)$", text, re.M)
+             for name in ("minikafka_replica_catch_up_bytes", "minikafka_replica_catch_up_total_bytes")]
+    return None if None in found else (float(found[0].group(1)), float(found[1].group(1)))  # type: ignore[union-attr]
+
+
+@pytest.mark.cluster_metrics
+def test_a_cancelled_reassignment_goes_back_and_deletes_what_it_added(cluster: Cluster) -> None:
+    _create(cluster, {0: [1, 2]}, **{"min.insync.replicas": "2"})
+    traffic = Traffic(cluster, TOPIC, 1)
+    try:
+        cluster.pause(3)
+        try:
+            assert _reassign(cluster, {0: [1, 3]}, via=2) == {0: "NoError"}
+            assert _under_way(cluster, via=1) == {0: {"replicas": [1, 3, 2], "adding_replicas": [3],
+                                                      "removing_replicas": [2]}}
+            # The leader shows the new replica's byte progress: nothing of a log that is not empty.
+            leader = cluster.leader(TOPIC, 0)
+            wait_until(lambda: (p := _catch_up(cluster, leader, 3)) is not None and p[0] == 0 and p[1] > 0, 10,
+                       interval=0.2, what="the catch-up of the paused replica exported")
+            assert _reassign(cluster, {0: None}, via=1) == {0: "NoError"}
+            assert _under_way(cluster, via=2) == {}
+            assert _reassign(cluster, {0: None}, via=2) == {0: "NoReassignmentInProgressError"}
+            assert _reassign(cluster, {0: [1, 7]}, via=2) == {0: "InvalidReplicationAssignmentError"}
+        finally:
+            cluster.resume(3)
+        _wait_done(cluster, {0: [1, 2]})
+        wait_until(lambda: _catch_up(cluster, cluster.leader(TOPIC, 0), 3) is None, 10, interval=0.2,
+                   what="the removed replica's catch-up series gone")
+        traffic.keeps_going()
+    except BaseException:
+        traffic.abandon()
+        raise
+    traffic.finish()
+
+
+@pytest.mark.cluster_settings(**{"leader.imbalance.check.interval.seconds": "1"})
+def test_kafkas_reassign_partitions_znode_is_honoured_and_the_first_replica_leads_after(cluster: Cluster,
+                                                                                      zookeeper: ZooKeeperProcess) -> None:
+    _create(cluster, {0: [1, 2], 1: [1, 2]})
+    assert cluster.leader(TOPIC, 0) == 1 and cluster.leader(TOPIC, 1) == 1
+    # What kafka-reassign-partitions.sh --zookeeper wrote before KIP-455.
+    zk = KazooClient(hosts=zookeeper.connect + "/minikafka")
+    zk.start(timeout=15)
+    try:
+        zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": 0, "replicas": [3, 1]},
+            {"topic": TOPIC, "partition": 1, "replicas": [3, 7]}]}).encode())
+        wait_until(lambda: zk.exists("/admin/reassign_partitions") is None, 30, interval=0.2,
+                   what="the controller taking the request")
+    finally:
+        zk.stop()
+        zk.close()
+    # Partition 0 moves; its leader stays until the rebalance gives it to the first replica.
+    _wait_done(cluster, {0: [3, 1], 1: [1, 2]})
+    wait_until(lambda: cluster.leader(TOPIC, 0) == 3, 30, interval=0.2, what="broker 3 leading as first replica")
+    log_text = cluster.brokers[cluster.controller_id()].stderr_text(2_000_000)
+    assert f"ignoring the reassignment of {TOPIC}-1 to [3, 7] in /admin/reassign_partitions" in log_text
