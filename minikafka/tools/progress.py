@@ -29,6 +29,13 @@ WAITING, COPYING, DONE, FAILED = "waiting", "copying", "done", "failed"
 # PLACED: done if the partition has it.
 ADDING, PLACED, DIR_MOVE = "adding", "placed", "dir"
 FINISHED_STATES = (DONE, FAILED)
+# The controller answers ListPartitionReassignments; Metadata comes from a broker, which learns the
+# outcome a moment later. A replica missing from Metadata after its reassignment ended is failed
+# only once it has been missing this long.
+METADATA_SETTLE_SECONDS = 5.0
+# The rate is the bytes copied over about this long: a throttled copy goes in bursts, so a rate
+# between two samples a fraction of a second apart says little.
+RATE_WINDOW_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -83,9 +90,10 @@ class ProgressEntry:
     state: str = WAITING
     copied: int = 0
     total: int = 0
-    rate: float | None = None  # bytes per second, smoothed
-    at: float | None = None  # time of the sample ``copied`` was read in
+    rate: float | None = None  # bytes per second over the last RATE_WINDOW_SECONDS
+    samples: tuple[tuple[float, int], ...] = ()  # (time, copied) of the samples the rate is over
     detail: str = ""
+    missing_since: float | None = None  # when Metadata first lacked it after its reassignment ended
 
     @property
     def key(self) -> EntryKey:
@@ -136,9 +144,16 @@ def _new_entries(snapshot: Snapshot, followed: Followed, known: set[TopicPartiti
         found += [ProgressEntry(DIR_MOVE, broker, topic, partition, sizes.future_dir)
                   for (broker, topic, partition), sizes in snapshot.sizes.items() if sizes.future_dir]
     else:
+        # A replica being added is created in its dir: its ADDING entry shows the dir.
         found += [ProgressEntry(DIR_MOVE, broker, topic, partition, target)
-                  for (broker, topic, partition), target in followed.dir_moves.items()]
+                  for (broker, topic, partition), target in followed.dir_moves.items()
+                  if broker not in _adding(snapshot, (topic, partition))]
     return found
+
+
+def _adding(snapshot: Snapshot, partition: TopicPartition) -> tuple[int, ...]:
+    ongoing = snapshot.reassignments.get(partition)
+    return ongoing.adding if ongoing is not None else ()
 
 
 def _advance(entry: ProgressEntry, snapshot: Snapshot) -> ProgressEntry:
@@ -148,12 +163,13 @@ def _advance(entry: ProgressEntry, snapshot: Snapshot) -> ProgressEntry:
 
 
 def _copying(entry: ProgressEntry, copied: int, total: int, now: float, **changes: object) -> ProgressEntry:
-    rate = entry.rate
-    if entry.at is not None and now > entry.at and entry.state == COPYING:
-        instant = max(0.0, (copied - entry.copied) / (now - entry.at))
-        rate = instant if rate is None else 0.5 * rate + 0.5 * instant
-    return replace(entry, state=COPYING, copied=copied, total=max(total, copied), rate=rate, at=now,
-                   **changes)  # type: ignore[arg-type]
+    samples = [*entry.samples, (now, copied)] if entry.state == COPYING else [(now, copied)]
+    while len(samples) > 2 and samples[1][0] <= now - RATE_WINDOW_SECONDS:
+        samples.pop(0)
+    (first_at, first_copied), (last_at, last_copied) = samples[0], samples[-1]
+    rate = max(0.0, (last_copied - first_copied) / (last_at - first_at)) if last_at > first_at else None
+    return replace(entry, state=COPYING, copied=copied, total=max(total, copied), rate=rate,
+                   samples=tuple(samples), **changes)  # type: ignore[arg-type]
 
 
 def _advance_adding(entry: ProgressEntry, snapshot: Snapshot) -> ProgressEntry:
@@ -169,14 +185,19 @@ def _advance_adding(entry: ProgressEntry, snapshot: Snapshot) -> ProgressEntry:
     replicas = snapshot.replicas.get(partition, ())
     if entry.broker in replicas:
         final = size or 0
-        return replace(entry, state=DONE, copied=final, total=final, detail="",
+        return replace(entry, state=DONE, copied=final, total=final, detail="", missing_since=None,
                        target=here.log_dir if here else entry.target)
     if ongoing is not None:
-        why = f"no longer among the replicas being added ({_ids(ongoing.adding)})"
-    elif partition not in snapshot.replicas:
+        return replace(entry, state=FAILED, detail=f"no longer among the replicas being added "
+                                                   f"({_ids(ongoing.adding)})")
+    if partition not in snapshot.replicas:
         why = "the partition no longer exists"
     else:
         why = f"the reassignment ended without it (replicas: {_ids(replicas)}): cancelled, or replaced"
+    since = snapshot.time if entry.missing_since is None else entry.missing_since
+    if snapshot.time - since < METADATA_SETTLE_SECONDS:
+        return replace(entry, state=WAITING, missing_since=since,
+                       detail="the reassignment is over; waiting for the metadata to show it")
     return replace(entry, state=FAILED, detail=why)
 
 

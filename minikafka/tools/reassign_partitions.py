@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -69,6 +70,7 @@ LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.repl
 LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
 LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 STILL_MOVING = 3
+VERIFY_ATTEMPTS = 3
 
 
 def _read(path: str | None, option: str) -> str:
@@ -335,8 +337,14 @@ def verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
     try:
         placements = load_plan(args, cluster)
-        snapshot = take_snapshot(cluster, sorted({b for p in placements for b, _ in p.dir_moves()}))
-        lines, states = verify_lines(placements, snapshot)
+        dir_brokers = sorted({b for p in placements for b, _ in p.dir_moves()})
+        for attempt in range(VERIFY_ATTEMPTS):
+            if attempt:
+                time.sleep(1.0)
+            lines, states = verify_lines(placements, take_snapshot(cluster, dir_brokers))
+            # A failure may be a broker's Metadata not showing what the controller did yet.
+            if FAILED not in states:
+                break
         out.write("Status of partition reassignment:\n" + "".join(line + "\n" for line in lines))
         if FAILED in states:
             return 1

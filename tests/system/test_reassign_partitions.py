@@ -6,6 +6,7 @@ stopped target and --cancel takes it back."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,15 +30,15 @@ def tool(bootstrap: str, *args: str, timeout: float = 180) -> subprocess.Complet
                            *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def _fill(cluster: Cluster, topic: str, partitions: int) -> int:
+def _fill(cluster: Cluster, topic: str, partitions: int, records: int = RECORDS_PER_PARTITION) -> int:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
     for partition in range(partitions):
-        for i in range(RECORDS_PER_PARTITION):
+        for i in range(records):
             producer.produce(topic, key=b"%d-%d" % (partition, i), value=b"x" * 1000, partition=partition)
             if i % 500 == 0:
                 producer.poll(0)
     assert producer.flush(60) == 0
-    return partitions * RECORDS_PER_PARTITION
+    return partitions * records
 
 
 def _replica_dirs(cluster: Cluster) -> dict[tuple[int, str], tuple[str, bool]]:
@@ -102,7 +103,8 @@ def test_execute_with_progress_then_verify_and_list(cluster: Cluster, tmp_path: 
     last = run.stdout.strip().split("\n\n")[-1].splitlines()
     for m in moves:
         name = f"moving-{m.partition}"
-        assert any(name in line and f"new replica on broker {m.newcomer}" in line and "done" in line
+        # "new replica" while it was copying, or "replica" when the reassignment had ended already
+        assert any(name in line and f"replica on broker {m.newcomer}" in line and "done" in line
                    for line in last), last
         assert any(name in line and f"broker {m.staying} -> {m.staying_dir}" in line and "done" in line
                    for line in last), last
@@ -146,13 +148,13 @@ def _topic_config(cluster: Cluster, topic: str) -> dict[str, str]:
                     reason="this tree's brokers have no replication throttle yet")
 def test_throttles_are_set_for_the_move_and_removed_by_verify(cluster: Cluster, tmp_path: Path) -> None:
     cluster.create_topic("throttled", 2, 2)
-    _fill(cluster, "throttled", 2)
+    _fill(cluster, "throttled", 2, records=5000)
     moves, before = _plan(cluster, "throttled", 2)
     plan = _write(tmp_path / "plan.json", "throttled", moves)
-    run = tool(cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan), "--throttle", "50000000",
+    run = tool(cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan), "--throttle", "500000",
                "--replica-alter-log-dirs-throttle", "60000000")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "The inter-broker throttle limit was set to 50000000 B/s" in run.stdout
+    assert "The inter-broker throttle limit was set to 500000 B/s" in run.stdout
     topic = _topic_config(cluster, "throttled")
     leaders = sorted((p, b) for p, replicas in before.items() for b in replicas)
     followers = sorted((m.partition, m.newcomer) for m in moves)
@@ -160,14 +162,20 @@ def test_throttles_are_set_for_the_move_and_removed_by_verify(cluster: Cluster, 
     assert topic["follower.replication.throttled.replicas"] == ",".join(f"{p}:{b}" for p, b in followers)
     for broker in cluster.brokers:  # every broker holds or gets a replica of some moving partition
         config = _broker_config(cluster, broker)
-        assert config["leader.replication.throttled.rate"] == "50000000"
-        assert config["follower.replication.throttled.rate"] == "50000000"
+        assert config["leader.replication.throttled.rate"] == "500000"
+        assert config["follower.replication.throttled.rate"] == "500000"
     for broker in {m.staying for m in moves} | {m.newcomer for m in moves}:
         assert _broker_config(cluster, broker)["replica.alter.log.dirs.io.max.bytes.per.second"] == "60000000"
 
     progress = tool(cluster.bootstrap, "--progress", "--reassignment-json-file", str(plan), "--interval", "0.2",
                     "--timeout", "120")
     assert progress.returncode == 0, progress.stdout + progress.stderr
+    # At 500 kB/s the new replicas take seconds to copy their 5 MB: the view showed them on the way,
+    # with the bytes copied of the bytes to copy, and a rate and an ETA once a second burst came.
+    copying = [line for line in progress.stdout.splitlines() if "new replica on broker" in line and "ETA" in line]
+    assert copying, progress.stdout
+    assert all(re.search(r"\] +\d+\.\d% [\d.]+ [KM]?i?B of [\d.]+ [KM]?i?B ", line) for line in copying), copying
+    assert any(re.search(r" [\d.]+ [KM]?i?B/s ETA \d+:\d\d:\d\d$", line) for line in copying), copying
     verify = tool(cluster.bootstrap, "--verify", "--reassignment-json-file", str(plan))
     assert verify.returncode == 0, verify.stdout + verify.stderr
     topic = _topic_config(cluster, "throttled")
@@ -175,8 +183,8 @@ def test_throttles_are_set_for_the_move_and_removed_by_verify(cluster: Cluster, 
     assert not topic.get("follower.replication.throttled.replicas")
     for broker in cluster.brokers:
         config = _broker_config(cluster, broker)
-        assert config.get("leader.replication.throttled.rate") != "50000000"
-        assert config.get("follower.replication.throttled.rate") != "50000000"
+        assert config.get("leader.replication.throttled.rate") != "500000"
+        assert config.get("follower.replication.throttled.rate") != "500000"
         assert config.get("replica.alter.log.dirs.io.max.bytes.per.second") != "60000000"
 
 

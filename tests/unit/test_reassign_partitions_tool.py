@@ -4,6 +4,7 @@ field, the plans --generate makes, and the progress arithmetic of --progress fro
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -15,7 +16,9 @@ from minikafka.tools.progress import (
     DIR_MOVE,
     DONE,
     FAILED,
+    METADATA_SETTLE_SECONDS,
     PLACED,
+    RATE_WINDOW_SECONDS,
     WAITING,
     Followed,
     Ongoing,
@@ -247,26 +250,39 @@ def test_an_adding_replica_is_measured_against_the_leader_in_bytes() -> None:
     third = progress(second, _snapshot(13.0, 500, 1200), everything)[key]
     assert (third.copied, third.total, third.rate) == (500, 1200, 200.0)  # 400 bytes in 2 s
     assert third.eta_seconds == 3 and third.fraction == pytest.approx(500 / 1200)
-    # The rate is smoothed over samples: half the last one, half the one before.
+    # The rate is over every sample of the last RATE_WINDOW_SECONDS, not the last two alone.
     fourth = progress({key: third}, _snapshot(14.0, 1100, 1300), everything)[key]
-    assert fourth.rate == 0.5 * 200.0 + 0.5 * 600.0
+    assert fourth.rate == pytest.approx(1000 / 3)
     line = progress_line(fourth)
     assert "t-0" in line and "new replica on broker 4" in line and "1.1 KiB of 1.3 KiB" in line
-    assert "400 B/s" in line and "ETA 0:00:00" in line
+    assert "333 B/s" in line and "ETA 0:00:00" in line
+    later = progress({key: fourth}, _snapshot(14.0 + RATE_WINDOW_SECONDS + 2, 1200, 1300), everything)[key]
+    assert later.samples == ((14.0, 1100), (14.0 + RATE_WINDOW_SECONDS + 2, 1200))
+    assert later.rate == pytest.approx(100 / (RATE_WINDOW_SECONDS + 2)) and later.eta_seconds == 12
 
-    done = progress({key: fourth}, _snapshot(15.0, 1300, 1300, ongoing=False, replicas=(4, 1, 2)), everything)[key]
+    done = progress({key: later}, _snapshot(30.0, 1300, 1300, ongoing=False, replicas=(4, 1, 2)), everything)[key]
     assert (done.state, done.copied, done.total) == (DONE, 1300, 1300)
     assert "done (1.3 KiB)" in progress_line(done)
     # Finished stays finished.
-    assert progress({key: done}, _snapshot(16.0, None, 1300, ongoing=False), everything)[key] == done
+    assert progress({key: done}, _snapshot(31.0, None, 1300, ongoing=False), everything)[key] == done
 
 
 def test_a_cancelled_reassignment_fails_its_adding_replicas() -> None:
     key = (ADDING, 4, "t", 0)
     copying = progress(progress({}, _snapshot(1.0, 10, 1000), Followed()), _snapshot(2.0, 20, 1000), Followed())
-    cancelled = progress(copying, _snapshot(3.0, None, 1000, ongoing=False, replicas=(1, 2, 3)), Followed())[key]
+    ended = progress(copying, _snapshot(3.0, None, 1000, ongoing=False, replicas=(1, 2, 3)), Followed())
+    # The broker's Metadata may not show the outcome yet: the replica is failed only once it stays missing.
+    assert ended[key].state == WAITING and "waiting for the metadata" in ended[key].detail
+    still = progress(ended, _snapshot(3.0 + METADATA_SETTLE_SECONDS - 0.1, None, 1000, ongoing=False,
+                                      replicas=(1, 2, 3)), Followed())
+    assert still[key].state == WAITING
+    cancelled = progress(still, _snapshot(3.0 + METADATA_SETTLE_SECONDS, None, 1000, ongoing=False,
+                                          replicas=(1, 2, 3)), Followed())[key]
     assert cancelled.state == FAILED and "ended without it (replicas: 1,2,3)" in cancelled.detail
     assert "FAILED" in progress_line(cancelled)
+    # Metadata catching up within the delay makes it done.
+    caught_up = progress(ended, _snapshot(4.0, 1000, 1000, ongoing=False, replicas=(4, 1, 2)), Followed())[key]
+    assert caught_up.state == DONE
 
 
 def test_without_a_leader_the_largest_remaining_replica_is_the_total() -> None:
@@ -307,11 +323,16 @@ def test_every_move_is_followed_when_no_plan_is_given_and_a_plan_follows_only_it
                         {(2, "t", 1): ReplicaSizes("/d1", 10, "/d2", 5)})
     assert sorted(progress({}, snapshot, Followed())) == [
         (ADDING, 4, "t", 0), (ADDING, 5, "u", 0), (DIR_MOVE, 2, "t", 1)]
-    plan = Followed(reassignments={("u", 0): (5,), ("v", 0): (1, 2)}, dir_moves={})
+    # A dir given to a replica being added is shown on its ADDING line, not as a move of its own.
+    plan = Followed(reassignments={("u", 0): (5,), ("v", 0): (1, 2)},
+                    dir_moves={(5, "u", 0): "/d5", (2, "t", 1): "/d2"})
     entries = progress({}, snapshot, plan)
-    assert sorted(entries) == [(ADDING, 5, "u", 0), (PLACED, 1, "v", 0), (PLACED, 2, "v", 0)]
-    # v-0 is not moving and does not have the replicas asked for: its target replicas failed.
-    assert {entries[(PLACED, b, "v", 0)].state for b in (1, 2)} == {FAILED}
+    assert sorted(entries) == [(ADDING, 5, "u", 0), (DIR_MOVE, 2, "t", 1), (PLACED, 1, "v", 0), (PLACED, 2, "v", 0)]
+    # v-0 is not moving and does not have the replicas asked for: its target replicas fail unless
+    # Metadata shows them soon.
+    assert {entries[(PLACED, b, "v", 0)].state for b in (1, 2)} == {WAITING}
+    later = progress(entries, replace(snapshot, time=1.0 + METADATA_SETTLE_SECONDS), plan)
+    assert {later[(PLACED, b, "v", 0)].state for b in (1, 2)} == {FAILED}
     placed = progress({}, Snapshot(1.0, replicas={("v", 0): (2, 1)}, sizes={(1, "v", 0): ReplicaSizes("/d", 5)}),
                       plan)
     assert placed[(PLACED, 1, "v", 0)].state == placed[(PLACED, 2, "v", 0)].state == DONE
