@@ -37,7 +37,7 @@ from kafka import KafkaAdminClient  # noqa: E402
 from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
 
 from bench.run import produce  # noqa: E402
-from minikafka.tools.log_dirs import ALTER_REPLICA_LOG_DIRS, Cluster  # noqa: E402
+from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, Cluster  # noqa: E402
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 from tests.integration.clients import create_topic  # noqa: E402
 

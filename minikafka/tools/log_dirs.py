@@ -39,7 +39,6 @@ from minikafka.tools.reassignment import (
 )
 from protocol import ErrorCode
 
-__all__ = ["ALTER_REPLICA_LOG_DIRS", "Cluster", "ToolError"]  # bench/bench_move.py imports them from here
 CLIENT_ID = "minikafka-log-dirs"
 # The Java exception Kafka's tool prints for an error code of a log dir.
 _EXCEPTIONS = {

@@ -146,3 +146,22 @@ def test_no_action_and_missing_arguments(cluster: BrokerProcess) -> None:
     no_server = subprocess.run([sys.executable, "-m", "minikafka", "log-dirs", "--describe"], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=60)
     assert no_server.returncode == 2 and "--describe needs --bootstrap-server" in no_server.stderr
+
+
+def test_move_takes_kafkas_reassignment_entries(cluster: BrokerProcess, tmp_path: Path) -> None:
+    """An entry with replicas and log_dirs (kafka-reassign-partitions.sh's file): each dir other than
+    "any" is a move on that replica's broker; the replicas stay on their brokers."""
+    home = replica_dirs(cluster.bootstrap)[("other", 0)][0][0]
+    elsewhere = next(str(d) for d in cluster.log_dirs if str(d) != home)
+    path = tmp_path / "reassignment.json"
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "other", "partition": 0, "replicas": [1], "log_dirs": [elsewhere]}]}))
+    run = log_dirs(cluster, "--move", "--assignment", str(path), "--progress", "--interval", "0.1", "--timeout", "30")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"other-0 on broker 1 -> {elsewhere}: moving" in run.stdout
+    assert replica_dirs(cluster.bootstrap)[("other", 0)] == [(elsewhere, False)]
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "other", "partition": 0, "replicas": [1], "log_dirs": [home, "any"]}]}))
+    wrong = log_dirs(cluster, "--move", "--assignment", str(path))
+    assert wrong.returncode == 2 and "partitions[0].log_dirs: has 2 entries for 1 replicas" in wrong.stderr
+    assert replica_dirs(cluster.bootstrap)[("other", 0)] == [(elsewhere, False)]

@@ -211,6 +211,10 @@ def test_a_held_up_reassignment_is_listed_and_cancelled(cluster: Cluster, tmp_pa
         assert listed.stdout.splitlines()[0] == "Current partition reassignments:"
         assert listed.stdout.splitlines()[1] == f"stuck-0: replicas: {target},{home}. adding: {target}. removing: {home}."
 
+        again = tool(answering, "--execute", "--reassignment-json-file", str(plan))
+        assert again.returncode == 2 and "error: reassignments are already under way (stuck-0)" in again.stderr
+        assert again.stdout == ""
+
         verify = tool(answering, "--verify", "--reassignment-json-file", str(plan))
         assert verify.returncode == 3, verify.stdout + verify.stderr
         assert "Reassignment of partition stuck-0 is still in progress." in verify.stdout
