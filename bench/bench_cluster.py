@@ -13,6 +13,8 @@
    50 MB/s throttle, on the follower's side and then on the leader's; the rate the throttling
    broker's throttled-bytes counter grows at (least squares over samples every 0.1 s) while the
    follower is between 10% and 90% of the way.
+6. Reassignment (KIP-455): a partition of R MiB moved from one broker to another, request to done,
+   against a plain copy of the same segment files over loopback TCP.
 
 Prints a markdown report. Usage: .venv/bin/python bench/bench_cluster.py [--mib M] [--repeat R]
 """
@@ -21,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,7 +35,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import confluent_kafka  # noqa: E402
-from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType  # noqa: E402
+from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic  # noqa: E402
 
 from bench.run import MiB, produce  # noqa: E402
 from tests.integration.broker_process import wait_until  # noqa: E402
@@ -228,13 +233,78 @@ def throttle_accuracy(cluster: Cluster, mib: int) -> list[str]:
     ]
 
 
+def loopback_copy(files: list[Path], target: Path) -> float:
+    """Seconds to send ``files`` over a 127.0.0.1 TCP connection (sendfile) into ``target``, each
+    written to disk: the plain copy a reassignment between brokers on this machine is set against."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def receive() -> None:
+        connection, _ = server.accept()
+        with connection:
+            for source in files:
+                remaining = source.stat().st_size
+                with open(target / source.name, "wb") as out:
+                    while remaining:
+                        chunk = connection.recv(min(remaining, 1 << 20))
+                        if not chunk:
+                            raise ConnectionError("the sender closed early")
+                        out.write(chunk)
+                        remaining -= len(chunk)
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        for source in files:
+            with open(source, "rb") as data:
+                sender.sendfile(data)
+    receiver.join()
+    server.close()
+    return time.monotonic() - started
+
+
+def reassignment(cluster: Cluster, mib: int) -> list[str]:
+    """A 1-partition topic of ``mib`` MiB on one broker, reassigned to another."""
+    topic = "reassigned"
+    source, target = 1, 2
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, replica_assignments={0: [source]})])
+        cluster.wait_for_leaders(topic, 1)
+        produce(cluster.bootstrap, topic, 1, mib * 1024, 1024, "1", 600)
+        size = log_bytes(cluster.brokers[source], topic, 0)
+        started = time.monotonic()
+        admin.alter_partition_reassignments({TopicPartition(topic, 0): [target]})
+        wait_until(lambda: cluster.partitions(topic)[0].replica_nodes == [target]
+                   and not admin.list_partition_reassignments(), 600, interval=0.05, what="the reassignment done")
+        moved = time.monotonic() - started
+    finally:
+        admin.close()
+    files = sorted((cluster.brokers[target].partition_dirs()[f"{topic}-0"] / f"{topic}-0").glob("*.log"))
+    with tempfile.TemporaryDirectory(dir=cluster.brokers[target].root) as copy_dir:
+        copied = loopback_copy(files, Path(copy_dir))
+    ratio = copied / moved
+    return [
+        f"### Reassignment of {size / MiB:.0f} MiB from broker {source} to broker {target}\n",
+        "| what | seconds | MB/s |", "|---|---:|---:|",
+        f"| AlterPartitionReassignments to the move done (new replica in sync, old one deleted) | {moved:.2f} | "
+        f"{size / 1e6 / moved:.0f} |",
+        f"| plain copy of the same segment files over loopback TCP (sendfile, written to disk) | {copied:.2f} | "
+        f"{size / 1e6 / copied:.0f} |",
+        f"\nreassignment / plain copy = **{ratio:.2f}** (aim: at least 0.7)\n",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000, help="records per throughput run")
     parser.add_argument("--mib", type=int, default=256, help="MiB a follower misses in the catch-up run")
     parser.add_argument("--throttle-mib", type=int, default=512, help="MiB a follower catches up under a throttle")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=["throughput", "failover", "catch-up", "dir-failover", "throttle"],
+    parser.add_argument("--reassign-mib", type=int, default=1024, help="MiB of the partition reassigned")
+    parser.add_argument("--only", choices=["throughput", "failover", "catch-up", "dir-failover", "throttle",
+                                           "reassignment"],
                         help="run one measure only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="minikafka-bench-cluster-") as tmp:
@@ -257,6 +327,8 @@ def main() -> int:
                 report += dir_failover(cluster, args.repeat)
             if args.only in (None, "throttle"):
                 report += throttle_accuracy(cluster, args.throttle_mib)
+            if args.only in (None, "reassignment"):
+                report += reassignment(cluster, args.reassign_mib)
         except BaseException:
             print(cluster.stderr(), file=sys.stderr)
             raise

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import prometheus_client
@@ -30,6 +31,7 @@ from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
+from minikafka.replica.replication_quota import ReplicationThrottle
 from minikafka.server.cluster_membership import ClusterMembership
 from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
@@ -233,7 +235,7 @@ class Broker:
         for throttle, key in ((throttles.leader, "leader.replication.throttled.rate"),
                               (throttles.follower, "follower.replication.throttled.rate")):
             throttle.set_rate(self.config[key])
-            self.config.on_change(key, lambda _key, rate, throttle=throttle: throttle.set_rate(rate))
+            self.config.on_change(key, _rate_setter(throttle))
 
     def _create_dirs(self) -> None:
         """Skip (report) every unusable log dir; refuse to start when none is left."""
@@ -349,6 +351,10 @@ class Broker:
 CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 73})
 # How often a leader exports the byte progress of its replicas catching up.
 CATCH_UP_EXPORT_MS = 1000
+
+
+def _rate_setter(throttle: ReplicationThrottle) -> Callable[[str, Any], None]:
+    return lambda _key, rate: throttle.set_rate(rate)
 
 
 def new_cluster_id() -> str:

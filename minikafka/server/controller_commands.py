@@ -161,6 +161,23 @@ class ControllerCommands:
             self.replica_manager.replication_throttles.forget_topic(name)
             # Every coordinator drops the deleted topic's committed offsets, hosting it or not.
             self.groups.on_topic_deleted(name)
+        self._delete_strays()
+
+    def _delete_strays(self) -> None:
+        """Delete the logs this broker holds but is no replica of, by the controller's metadata:
+        replicas removed (a reassignment finished) while this broker was down, so no StopReplica
+        reached it. Only on that evidence: a partition the metadata does not know is left alone."""
+        manager = self.replica_manager
+        for (topic, index), log_ in list(manager.log_manager.logs.items()):
+            if manager.get_partition(topic, index) is not None:
+                continue
+            known = self.metadata.topic(topic)
+            state = known.partitions.get(index) if known is not None else None
+            if known is None or state is None or known.topic_id != log_.topic_id or self.broker_id in state.replicas:
+                continue
+            log.warning("deleting %s-%d from %s: the cluster keeps it on brokers %s (its replica here was removed "
+                        "while this broker was away)", topic, index, log_.log_dir, list(state.replicas))
+            manager.stop_replica(topic, index, delete=True)
 
     def stop_replica(self, commands: Sequence[StopCommand]) -> dict[TopicPartition, ErrorCode]:
         results: dict[TopicPartition, ErrorCode] = {}

@@ -201,32 +201,37 @@ def test_c1_move_to_the_other_dir_then_to_the_unused_dir_of_the_next_broker(clus
 def test_a_reassignment_survives_kill_9_of_the_controller_and_of_the_receiving_broker(cluster: Cluster) -> None:
     controller = cluster.controller_id()
     first, second = [b for b in cluster.brokers if b != controller]
-    _create(cluster, {0: [first]})
+    _create(cluster, {0: [controller, first]}, **{"min.insync.replicas": "1"})
     traffic = Traffic(cluster, TOPIC, 1)
     try:
-        # The controller dies while the receiving broker (paused) has not caught up; the request
-        # goes through a broker that is not the controller, which forwards it.
+        # The controller, whose replica is leaving, dies while the receiving broker (paused) has
+        # not caught up; the request goes through a broker that is not the controller.
         cluster.pause(second)
         try:
-            assert _reassign(cluster, {0: [second]}, via=first) == {0: "NoError"}
-            assert _under_way(cluster, via=first) == {0: {"replicas": [second, first], "adding_replicas": [second],
-                                                          "removing_replicas": [first]}}
+            assert _reassign(cluster, {0: [second, first]}, via=first) == {0: "NoError"}
+            assert _under_way(cluster, via=first) == {0: {"replicas": [second, first, controller],
+                                                          "adding_replicas": [second],
+                                                          "removing_replicas": [controller]}}
             cluster.brokers[controller].kill9()
             wait_until(lambda: cluster.metadata(via=cluster.brokers[first]).controller_id == first, 30,
                        interval=0.2, what="a new controller")
         finally:
             cluster.resume(second)
-        _wait_done(cluster, {0: [second]}, stale={controller}, via=first)
+        _wait_done(cluster, {0: [second, first]}, stale={controller}, via=first)
         traffic.keeps_going()
+        # Its replica was removed while it was dead: back, it deletes that stray replica.
         cluster.brokers[controller].start()
+        wait_until(lambda: f"{TOPIC}-0" not in cluster.brokers[controller].partition_dirs(), 30, interval=0.2,
+                   what="the stray replica deleted")
+        assert "its replica here was removed while this broker was away" in cluster.brokers[controller].stderr_text()
 
         # The receiving broker dies before it has the replica, and comes back: the move completes.
         cluster.pause(controller)
-        assert _reassign(cluster, {0: [controller]}, via=first) == {0: "NoError"}
+        assert _reassign(cluster, {0: [controller, first]}, via=first) == {0: "NoError"}
         cluster.brokers[controller].kill9()
         assert _under_way(cluster, via=second)[0]["adding_replicas"] == [controller]
         cluster.brokers[controller].start()
-        _wait_done(cluster, {0: [controller]}, via=second)
+        _wait_done(cluster, {0: [controller, first]}, via=second)
         traffic.keeps_going()
     except BaseException:
         traffic.abandon()
