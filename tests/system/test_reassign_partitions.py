@@ -16,7 +16,6 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from minikafka.config import DEFINITIONS
 from tests.integration.broker_process import REPO_ROOT, wait_until
 from tests.system.cluster import Cluster
 from tests.system.load import read_all
@@ -144,8 +143,6 @@ def _topic_config(cluster: Cluster, topic: str) -> dict[str, str]:
     return {name: entry.value for name, entry in future.result(timeout=20).items()}
 
 
-@pytest.mark.skipif(not all(key in DEFINITIONS for key in REPLICATION_THROTTLE_KEYS),
-                    reason="this tree's brokers have no replication throttle yet")
 def test_throttles_are_set_for_the_move_and_removed_by_verify(cluster: Cluster, tmp_path: Path) -> None:
     cluster.create_topic("throttled", 2, 2)
     _fill(cluster, "throttled", 2, records=5000)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ from kafka.protocol.admin import (
 from kafka.structs import TopicPartitionReplica
 from kazoo.client import KazooClient
 
-from tests.integration.broker_process import KafkaWire, wait_until
+from tests.integration.broker_process import REPO_ROOT, KafkaWire, wait_until
 from tests.system.cluster import Cluster
 from tests.system.load import (
     ConsumerRun,
@@ -154,41 +156,63 @@ def _other_dir(cluster: Cluster, broker: int, used: Path) -> Path:
     return other
 
 
-def test_c1_move_to_the_other_dir_then_to_the_unused_dir_of_the_next_broker(cluster: Cluster) -> None:
+def _move_with_kafka_python(cluster: Cluster, replicas: dict[int, int], dirs: dict[int, Path]) -> None:
+    """KIP-113 then KIP-455 through kafka-python: the dirs first, then the brokers if they change."""
+    current = _replicas(cluster)
+    admin = _admin(cluster)
+    try:
+        answers = admin.alter_replica_log_dirs({TopicPartitionReplica(TOPIC, p, replicas[p]): str(d)
+                                                for p, d in dirs.items()})
+    finally:
+        admin.close()
+    moving = {p: [b] for p, b in replicas.items() if current[p] != [b]}
+    # A replica already on its broker moves between dirs; one not there yet will be created in it.
+    assert {p: e.__name__ for p, e in ((tpr.partition, e) for tpr, e in answers.items())} == {
+        p: "ReplicaNotAvailableError" if p in moving else "NoError" for p in dirs}, answers
+    if moving:
+        assert _reassign(cluster, moving) == dict.fromkeys(moving, "NoError")
+        for p, entry in _under_way(cluster).items():
+            assert entry == {"replicas": moving[p] + current[p], "adding_replicas": moving[p],
+                             "removing_replicas": current[p]}, entry
+
+
+def _move_with_the_tool(cluster: Cluster, replicas: dict[int, int], dirs: dict[int, Path], plan: Path) -> None:
+    """The same through ``minikafka reassign-partitions`` and Kafka's reassignment file."""
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": TOPIC, "partition": p, "replicas": [replicas[p]], "log_dirs": [str(dirs[p])]} for p in dirs]}))
+    base = [sys.executable, "-m", "minikafka", "reassign-partitions", "--bootstrap-server", cluster.bootstrap,
+            "--reassignment-json-file", str(plan)]
+    run = subprocess.run([*base, "--execute", "--progress", "--interval", "0.2", "--timeout", "120"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    verify = subprocess.run([*base, "--verify"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.parametrize("driver", ["kafka-python", "minikafka-tool"])
+def test_c1_move_to_the_other_dir_then_to_the_unused_dir_of_the_next_broker(cluster: Cluster, driver: str,
+                                                                          tmp_path: Path) -> None:
+    def move(replicas: dict[int, int], dirs: dict[int, Path], step: str) -> None:
+        if driver == "kafka-python":
+            _move_with_kafka_python(cluster, replicas, dirs)
+        else:
+            _move_with_the_tool(cluster, replicas, dirs, tmp_path / f"{step}.json")
+        _wait_done(cluster, {p: [b] for p, b in replicas.items()})
+        wait_until(lambda: all(_dir_of(cluster, replicas[p], p) == d and not any(
+            n.endswith("-future") for n in cluster.brokers[replicas[p]].partition_dirs()) for p, d in dirs.items()),
+                   60, interval=0.2, what=f"every replica in the dir asked for ({step})")
+
     _create(cluster, {0: [1], 1: [2], 2: [3]})
     traffic = Traffic(cluster, TOPIC, 3)
     try:
         # First half: each replica to the other dir of its own broker (KIP-113).
-        other = {p: _other_dir(cluster, p + 1, _dir_of(cluster, p + 1, p)) for p in range(3)}
-        admin = _admin(cluster)
-        try:
-            answers = admin.alter_replica_log_dirs({TopicPartitionReplica(TOPIC, p, p + 1): str(d)
-                                                    for p, d in other.items()})
-        finally:
-            admin.close()
-        assert {e.__name__ for e in answers.values()} == {"NoError"}, answers
-        wait_until(lambda: all(_dir_of(cluster, p + 1, p) == d and not any(
-            n.endswith("-future") for n in cluster.brokers[p + 1].partition_dirs()) for p, d in other.items()),
-                   60, interval=0.2, what="every replica in its other dir")
+        own = {p: p + 1 for p in range(3)}
+        move(own, {p: _other_dir(cluster, b, _dir_of(cluster, b, p)) for p, b in own.items()}, "other-dir")
         traffic.keeps_going()
-
         # Second half: each replica to the unused dir of the next broker (1->2, 2->3, 3->1).
         following = {p: (p + 1) % 3 + 1 for p in range(3)}
-        unused = {p: _other_dir(cluster, nb, _dir_of(cluster, nb, nb - 1)) for p, nb in following.items()}
-        admin = _admin(cluster)
-        try:
-            answers = admin.alter_replica_log_dirs({TopicPartitionReplica(TOPIC, p, following[p]): str(d)
-                                                    for p, d in unused.items()})
-        finally:
-            admin.close()
-        assert {e.__name__ for e in answers.values()} == {"ReplicaNotAvailableError"}, answers
-        assert _reassign(cluster, {p: [nb] for p, nb in following.items()}) == dict.fromkeys(following, "NoError")
-        for p, entry in _under_way(cluster).items():
-            assert entry == {"replicas": [following[p], p + 1], "adding_replicas": [following[p]],
-                             "removing_replicas": [p + 1]}, entry
-        _wait_done(cluster, {p: [nb] for p, nb in following.items()})
-        for p, nb in following.items():
-            assert _dir_of(cluster, nb, p) == unused[p]
+        move(following, {p: _other_dir(cluster, nb, _dir_of(cluster, nb, nb - 1)) for p, nb in following.items()},
+             "next-broker")
         traffic.keeps_going()
     except BaseException:
         traffic.abandon()
