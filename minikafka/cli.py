@@ -10,9 +10,17 @@ import signal
 import sys
 from importlib import metadata
 
-from minikafka.config import DEFINITIONS, KAFKA_KEYS_WITHOUT_EFFECT, BrokerConfig, ConfigError, format_value
+from minikafka.config import (
+    DEFINITIONS,
+    KAFKA_KEYS_WITHOUT_EFFECT,
+    BrokerConfig,
+    ConfigError,
+    format_value,
+    overrides_from_environment,
+)
 from minikafka.tools import log_dirs as log_dirs_tool
 from minikafka.tools import reassign_partitions as reassign_tool
+from minikafka.tools.client import Connection, ToolError
 
 log = logging.getLogger("minikafka")
 
@@ -28,7 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--config", help="server.properties file")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a configuration value (repeatable)")
+    serve.add_argument("--from-env", action="store_true",
+                       help="take KAFKA_* environment variables as settings, as Kafka's container images do "
+                            "(KAFKA_ZOOKEEPER_CONNECT is zookeeper.connect); --override still wins")
     serve.add_argument("--log-level", default=os.environ.get("MINIKAFKA_LOG_LEVEL", "INFO"))
+    ping = commands.add_parser("ping", help="exit 0 when a broker answers ApiVersions (a health check)")
+    ping.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+    ping.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer")
+    ping.add_argument("--log-level", default="WARNING")
     log_dirs = commands.add_parser("log-dirs", help="operate on the log dirs of a broker")
     log_dirs.add_argument("--config", help="server.properties file of the broker")
     log_dirs.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -53,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
-        return serve_command(args.config, args.override)
+        environment = overrides_from_environment(os.environ) if args.from_env else []
+        return serve_command(args.config, [*environment, *args.override])
+    if args.command == "ping":
+        return ping_command(args.bootstrap_server, args.timeout)
     if args.command == "log-dirs":
         return log_dirs_command(args, parser)
     if args.command == "reassign-partitions":
@@ -90,6 +108,17 @@ def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
 
     return recreate([os.path.abspath(d) for d in config.log_dirs], config.broker_id, args.recreate, args.yes,
                     sys.stdout)
+
+
+def ping_command(address: str, timeout: float) -> int:
+    host, _, port = address.rpartition(":")
+    try:
+        connection = Connection(host, int(port), timeout=timeout)
+    except (ValueError, ToolError) as exc:
+        print(f"{address} does not answer: {exc}", file=sys.stderr)
+        return 1
+    connection.close()
+    return 0
 
 
 def serve_command(config_path: str | None, overrides: list[str]) -> int:

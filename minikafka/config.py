@@ -417,6 +417,7 @@ class BrokerConfig:
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """The file's settings, then each ``key=value`` override on top."""
         raw: dict[str, str] = {}
         if path is not None:
             try:
@@ -584,3 +585,24 @@ def format_value(value: Any) -> str | None:
     if isinstance(value, dict):
         return ",".join(f"{key}:{item}" for key, item in value.items())
     return str(value)
+
+
+# Variables of the Kafka images' convention that are not broker settings (the JVM's).
+_NOT_SETTINGS = frozenset({"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS",
+                           "KAFKA_LOG4J_OPTS", "KAFKA_JMX_OPTS", "KAFKA_JMX_PORT", "KAFKA_DEBUG", "KAFKA_HOME"})
+
+
+_SEPARATORS = {"_": ".", "__": "_", "___": "-"}
+
+
+def overrides_from_environment(environ: Mapping[str, str]) -> list[str]:
+    """``key=value`` overrides from ``KAFKA_*`` variables, as the common Kafka images read them:
+    ``KAFKA_ZOOKEEPER_CONNECT`` is ``zookeeper.connect``; ``__`` stands for ``_`` and ``___``
+    for ``-`` in a key (``KAFKA_LOG_DIR__CHECK`` would be ``log.dir_check``)."""
+    overrides = []
+    for name, value in sorted(environ.items()):
+        if not name.startswith("KAFKA_") or name in _NOT_SETTINGS:
+            continue
+        key = re.sub(r"_{1,3}", lambda run: _SEPARATORS[run.group()], name[len("KAFKA_"):].lower())
+        overrides.append(f"{key}={value}")
+    return overrides

@@ -213,3 +213,18 @@ def test_the_same_log_dir_twice_is_refused(tmp_path, second):
 
 def test_distinct_log_dirs_that_do_not_exist_yet_are_fine(tmp_path):
     assert BrokerConfig({"log.dirs": f"{tmp_path}/a,{tmp_path}/b"}).log_dirs == [f"{tmp_path}/a", f"{tmp_path}/b"]
+
+
+def test_kafka_image_variables_become_settings(caplog: pytest.LogCaptureFixture) -> None:
+    from minikafka.config import overrides_from_environment
+
+    environment = {"KAFKA_BROKER_ID": "2", "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
+                   "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://127.0.0.1:9093", "KAFKA_HEAP_OPTS": "-Xmx1G",
+                   "KAFKA_SOME__KEY___NAME": "x", "PATH": "/usr/bin", "MINIKAFKA_LOG_LEVEL": "INFO"}
+    overrides = overrides_from_environment(environment)
+    assert overrides == ["advertised.listeners=PLAINTEXT://127.0.0.1:9093", "broker.id=2", "some_key-name=x",
+                         "zookeeper.connect=zookeeper:2181"]
+    config = BrokerConfig.load(None, overrides)
+    assert config.broker_id == 2 and config["zookeeper.connect"] == "zookeeper:2181"
+    # A variable naming no setting is reported, naming the key, like any unknown key.
+    assert "'some_key-name' ignored" in caplog.text
