@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# kcat as a client; zookeeper for the cluster tests (tests/system start it themselves).
-APT_PACKAGES := kcat zookeeper
+# kcat as a client; zookeeper for the cluster tests (tests/system start it themselves); a Docker
+# engine, docker-compose and debootstrap for the compose test (tests/docker starts its own dockerd).
+APT_PACKAGES := kcat zookeeper docker.io docker-compose debootstrap
 # Spark (the minikafka.spark tests) and ZooKeeper need a Java runtime; installed only when `java` is missing.
 JRE_PACKAGE := openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

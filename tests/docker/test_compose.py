@@ -1,0 +1,176 @@
+"""docker-compose.yml for real: the images built from the Dockerfile, ZooKeeper and three brokers
+brought up by docker-compose with a real Docker engine, an RF 3 topic produced to with acks=all
+and consumed from the host, broker-2 stopped under load with ``docker-compose stop``, nothing
+acknowledged lost, and everything brought down with no container, volume or daemon left.
+
+The engine here has no networking of its own, so the containers use the host's network: the test
+runs the repository's docker-compose.yml with its published ports removed and ``network_mode:
+host`` added, its ports and hosts set through the variables the file reads (free ports,
+127.0.0.1), and the ZooKeeper service on the Debian stand-in image (tests/docker/engine.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+
+from tests.docker.engine import PYTHON_BASE, ZOOKEEPER_BASE, DockerEngine, EngineFailed, engine_unavailable
+from tests.integration.broker_process import HOST, REPO_ROOT, KafkaWire, free_port, wait_until
+from tests.system.load import (
+    ConsumerRun,
+    ProducerRun,
+    assert_consumed_once,
+    assert_exactly_once,
+    read_all,
+    wait_acked,
+)
+
+pytestmark = pytest.mark.docker
+IMAGE = "minikafka:compose-test"
+PROJECT = "minikafka-compose-test"
+TOPIC = "orders"
+BROKERS = (1, 2, 3)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[DockerEngine]:
+    if (why := engine_unavailable()) is not None:
+        pytest.skip(why)
+    made = DockerEngine(Path(tempfile.mkdtemp(prefix="minikafka-docker-")))
+    try:
+        made.start()
+    except EngineFailed as exc:
+        made.close()
+        pytest.skip(f"a Docker engine cannot start on this machine: {exc}")
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+class Compose:
+    """docker-compose (or the compose plugin) on the test's engine, with the test's variables."""
+
+    def __init__(self, engine: DockerEngine, file: Path, variables: dict[str, str]) -> None:
+        self.engine = engine
+        self.file = file
+        self.env = {**engine.env, **variables}
+        binary = shutil.which("docker-compose")
+        self.command = [binary] if binary else ["docker", "compose"]
+
+    def __call__(self, *args: str, timeout: float = 600) -> str:
+        result = subprocess.run([*self.command, "-p", PROJECT, "-f", str(self.file), *args], env=self.env,
+                                capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+        assert result.returncode == 0, f"compose {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        return result.stdout + result.stderr
+
+
+def host_network_compose(tmp: Path, zookeeper_port: int) -> Path:
+    """The repository's docker-compose.yml, run on the host's network (see the module's docstring)."""
+    document: dict[str, Any] = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    document = {key: value for key, value in document.items() if not key.startswith("x-")}
+    for name, service in document["services"].items():
+        service.pop("ports", None)
+        service["network_mode"] = "host"
+        if name == "zookeeper":
+            (tmp / "zookeeper").mkdir()
+            (tmp / "zookeeper" / "zoo.cfg").write_text(
+                f"tickTime=200\ninitLimit=10\nsyncLimit=5\ndataDir=/tmp/zookeeper-data\n"
+                f"clientPort={zookeeper_port}\nclientPortAddress={HOST}\nadmin.enableServer=false\n")
+            service.update({
+                "image": ZOOKEEPER_BASE, "volumes": [f"{tmp / 'zookeeper'}:/cfg:ro"],
+                "command": ["/usr/share/zookeeper/bin/zkServer.sh", "start-foreground", "/cfg/zoo.cfg"],
+                "healthcheck": {"test": ["CMD", "/usr/share/zookeeper/bin/zkServer.sh", "status", "/cfg/zoo.cfg"],
+                                "interval": "2s", "timeout": "10s", "retries": 60}})
+    path = tmp / "docker-compose.host-network.json"
+    path.write_text(json.dumps(document, indent=1))
+    return path
+
+
+@pytest.mark.timeout(1800)
+def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(engine: DockerEngine,
+                                                                             tmp_path: Path) -> None:
+    started = time.monotonic()
+    engine.import_base_images()
+    build_args = ["--build-arg", f"BASE_IMAGE={PYTHON_BASE}"]
+    if os.environ.get("PIP_CERT"):  # the machine reaches PyPI through a proxy with its own authority
+        build_args += ["--build-arg", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
+    engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
+    built = time.monotonic()
+
+    zookeeper_port = free_port()
+    ports = {b: (free_port(), free_port(), free_port()) for b in BROKERS}  # client, internal, metrics
+    variables = {"MINIKAFKA_IMAGE": IMAGE, "ZOOKEEPER_CONNECT": f"{HOST}:{zookeeper_port}/minikafka"}
+    for b, (client, internal, metrics) in ports.items():
+        variables |= {f"MINIKAFKA_PORT_{b}": str(client), f"MINIKAFKA_INTERNAL_PORT_{b}": str(internal),
+                      f"MINIKAFKA_METRICS_PORT_{b}": str(metrics), f"MINIKAFKA_INTERNAL_HOST_{b}": HOST}
+    compose = Compose(engine, host_network_compose(tmp_path, zookeeper_port), variables)
+    bootstrap = ",".join(f"{HOST}:{ports[b][0]}" for b in BROKERS)
+    try:
+        compose("up", "-d", "--no-build")
+        # Every broker healthy (its HEALTHCHECK: it answers ApiVersions), all three in Metadata.
+        wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
+                   interval=1, what="every broker container healthy")
+        wait_until(lambda: len(_metadata(ports[1][0]).brokers) == 3, 60, interval=0.5, what="three brokers")
+        kcat = subprocess.run(["kcat", "-b", f"{HOST}:{ports[1][0]}", "-L"], capture_output=True, text=True,
+                              timeout=30)
+        assert kcat.returncode == 0 and "3 brokers:" in kcat.stdout, kcat.stdout + kcat.stderr
+        assert engine.run("exec", _container(engine, "broker-1"), "id", "-un").stdout.strip() == "minikafka"
+
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.create_topics([NewTopic(TOPIC, 3, 3, topic_configs={"min.insync.replicas": "2"})])
+        finally:
+            admin.close()
+        runs = [ProducerRun("confluent", bootstrap, TOPIC, 3).start(),
+                ProducerRun("kafka-python", bootstrap, TOPIC, 3, pace_s=0.005).start()]
+        consumer = ConsumerRun(bootstrap, TOPIC, 3).start()
+        try:
+            wait_acked(runs, {}, timeout=120)
+            compose("stop", "broker-2")
+            wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
+            compose("start", "broker-2")
+            wait_until(lambda: all(len(p.isr_nodes) == 3 for t in _metadata(ports[1][0], [TOPIC]).topics
+                                   for p in t.partitions), 120, interval=0.5, what="broker-2 back in every ISR")
+            wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
+        finally:
+            for run in runs:
+                run.stop()
+        stored = read_all(bootstrap, TOPIC, 3)
+        assert_exactly_once(runs, stored)
+        assert_consumed_once(consumer, stored)
+    finally:
+        compose("down", "-v", "--remove-orphans")
+    assert engine.run("ps", "-aq").stdout.strip() == "", "containers left behind"
+    assert engine.run("volume", "ls", "-q").stdout.strip() == "", "volumes left behind"
+    print(f"docker test: images built in {built - started:.0f}s, whole test {time.monotonic() - started:.0f}s")
+
+
+def _container(engine: DockerEngine, service: str) -> str:
+    found = engine.run("ps", "-aq", "--filter", f"label=com.docker.compose.service={service}",
+                       "--filter", f"label=com.docker.compose.project={PROJECT}").stdout.split()
+    return found[0] if found else ""
+
+
+def _health(engine: DockerEngine, service: str) -> str:
+    container = _container(engine, service)
+    if not container:
+        return "missing"
+    return engine.run("inspect", "--format", "{{.State.Health.Status}}", container, check=False).stdout.strip()
+
+
+def _metadata(port: int, topics: list[str] | None = None) -> Any:
+    with KafkaWire((HOST, port), timeout=5.0) as wire:
+        return wire.metadata(topics, version=8)
