@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,12 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
                               timeout=30)
         assert kcat.returncode == 0 and "3 brokers:" in kcat.stdout, kcat.stdout + kcat.stderr
         assert engine.run("exec", _container(engine, "broker-1"), "id", "-un").stdout.strip() == "minikafka"
+        for _, internal, metrics in ports.values():
+            # Each internal listener answers from inside a container (broker-1's); each metrics port is published.
+            engine.run("exec", _container(engine, "broker-1"), "minikafka", "ping", "--bootstrap-server",
+                       f"{HOST}:{internal}")
+            with urllib.request.urlopen(f"http://{HOST}:{metrics}/metrics", timeout=10) as response:
+                assert "kafka_log_LogManager_OfflineLogDirectoryCount 0.0" in response.read().decode()
 
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
