@@ -1,12 +1,14 @@
 """docker-compose.yml for real: the images built from the Dockerfile, ZooKeeper and three brokers
 brought up by docker-compose with a real Docker engine, an RF 3 topic produced to with acks=all
 and consumed from the host, broker-2 stopped under load with ``docker-compose stop``, nothing
-acknowledged lost, and everything brought down with no container, volume or daemon left.
+acknowledged lost, and everything brought down with no container, volume or daemon left; and
+docker-compose.embedded.yml, the single broker, keeping its records on its two volumes across a
+new container.
 
-The engine here has no networking of its own, so the containers use the host's network: the test
-runs the repository's docker-compose.yml with its published ports removed and ``network_mode:
-host`` added, its ports and hosts set through the variables the file reads (free ports,
-127.0.0.1), and the ZooKeeper service on the Debian stand-in image (tests/docker/engine.py).
+The engine here has no networking of its own, so the containers use the host's network: the tests
+run the repository's compose files with their published ports removed and ``network_mode: host``
+added, their ports and hosts set through the variables the files read (free ports, 127.0.0.1),
+and the ZooKeeper service on the Debian stand-in image (tests/docker/engine.py).
 """
 
 from __future__ import annotations
@@ -61,6 +63,19 @@ def engine() -> Iterator[DockerEngine]:
         made.close()
 
 
+@pytest.fixture(scope="module")
+def image(engine: DockerEngine) -> Iterator[str]:
+    """The broker image built from the Dockerfile on the stand-in base; prints how long that took."""
+    started = time.monotonic()
+    engine.import_base_images()
+    build_args = ["--build-arg", f"BASE_IMAGE={PYTHON_BASE}"]
+    if os.environ.get("PIP_CERT"):  # the machine reaches PyPI through a proxy with its own authority
+        build_args += ["--build-arg", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
+    engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
+    print(f"docker test: base images and broker image ready in {time.monotonic() - started:.0f}s")
+    yield IMAGE
+
+
 class Compose:
     """docker-compose (or the compose plugin) on the test's engine, with the test's variables."""
 
@@ -77,14 +92,24 @@ class Compose:
         assert result.returncode == 0, f"compose {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
         return result.stdout + result.stderr
 
+    def down(self) -> None:
+        """Everything down, volumes too; nothing of the project may be left on the engine."""
+        self("down", "-v", "--remove-orphans")
+        assert self.engine.run("ps", "-aq").stdout.strip() == "", "containers left behind"
+        assert self.engine.run("volume", "ls", "-q").stdout.strip() == "", "volumes left behind"
 
-def host_network_compose(tmp: Path, zookeeper_port: int) -> Path:
-    """The repository's docker-compose.yml, run on the host's network (see the module's docstring)."""
-    document: dict[str, Any] = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+
+def host_network_compose(tmp: Path, file: str, zookeeper_port: int = 0,
+                         environment: dict[str, str] | None = None) -> Path:
+    """A compose file of the repository, run on the host's network (see the module's docstring);
+    ``environment`` is added to every minikafka service."""
+    document: dict[str, Any] = yaml.safe_load((REPO_ROOT / file).read_text())
     document = {key: value for key, value in document.items() if not key.startswith("x-")}
     for name, service in document["services"].items():
         service.pop("ports", None)
         service["network_mode"] = "host"
+        if environment and name != "zookeeper":
+            service["environment"] = {**service.get("environment", {}), **environment}
         if name == "zookeeper":
             (tmp / "zookeeper").mkdir()
             (tmp / "zookeeper" / "zoo.cfg").write_text(
@@ -95,29 +120,22 @@ def host_network_compose(tmp: Path, zookeeper_port: int) -> Path:
                 "command": ["/usr/share/zookeeper/bin/zkServer.sh", "start-foreground", "/cfg/zoo.cfg"],
                 "healthcheck": {"test": ["CMD", "/usr/share/zookeeper/bin/zkServer.sh", "status", "/cfg/zoo.cfg"],
                                 "interval": "2s", "timeout": "10s", "retries": 60}})
-    path = tmp / "docker-compose.host-network.json"
+    path = tmp / f"{Path(file).stem}.host-network.json"
     path.write_text(json.dumps(document, indent=1))
     return path
 
 
 @pytest.mark.timeout(1800)
-def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(engine: DockerEngine,
+def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(engine: DockerEngine, image: str,
                                                                              tmp_path: Path) -> None:
     started = time.monotonic()
-    engine.import_base_images()
-    build_args = ["--build-arg", f"BASE_IMAGE={PYTHON_BASE}"]
-    if os.environ.get("PIP_CERT"):  # the machine reaches PyPI through a proxy with its own authority
-        build_args += ["--build-arg", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
-    engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
-    built = time.monotonic()
-
     zookeeper_port = free_port()
     ports = {b: (free_port(), free_port(), free_port()) for b in BROKERS}  # client, internal, metrics
-    variables = {"MINIKAFKA_IMAGE": IMAGE, "ZOOKEEPER_CONNECT": f"{HOST}:{zookeeper_port}/minikafka"}
+    variables = {"MINIKAFKA_IMAGE": image, "ZOOKEEPER_CONNECT": f"{HOST}:{zookeeper_port}/minikafka"}
     for b, (client, internal, metrics) in ports.items():
         variables |= {f"MINIKAFKA_PORT_{b}": str(client), f"MINIKAFKA_INTERNAL_PORT_{b}": str(internal),
                       f"MINIKAFKA_METRICS_PORT_{b}": str(metrics), f"MINIKAFKA_INTERNAL_HOST_{b}": HOST}
-    compose = Compose(engine, host_network_compose(tmp_path, zookeeper_port), variables)
+    compose = Compose(engine, host_network_compose(tmp_path, "docker-compose.yml", zookeeper_port), variables)
     bootstrap = ",".join(f"{HOST}:{ports[b][0]}" for b in BROKERS)
     try:
         compose("up", "-d", "--no-build")
@@ -159,10 +177,46 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
         assert_exactly_once(runs, stored)
         assert_consumed_once(consumer, stored)
     finally:
-        compose("down", "-v", "--remove-orphans")
-    assert engine.run("ps", "-aq").stdout.strip() == "", "containers left behind"
-    assert engine.run("volume", "ls", "-q").stdout.strip() == "", "volumes left behind"
-    print(f"docker test: images built in {built - started:.0f}s, whole test {time.monotonic() - started:.0f}s")
+        compose.down()
+    print(f"docker test: the cluster's test took {time.monotonic() - started:.0f}s")
+
+
+@pytest.mark.timeout(600)
+def test_embedded_compose_keeps_its_records_on_its_two_volumes(engine: DockerEngine, image: str,
+                                                              tmp_path: Path) -> None:
+    port, metrics = free_port(), free_port()
+    listener = f"PLAINTEXT://{HOST}:{port}"
+    environment = {"KAFKA_LISTENERS": listener, "KAFKA_ADVERTISED_LISTENERS": listener,
+                   "KAFKA_METRICS_PORT": str(metrics), "MINIKAFKA_HEALTHCHECK_SERVER": f"{HOST}:{port}"}
+    compose = Compose(engine, host_network_compose(tmp_path, "docker-compose.embedded.yml",
+                                                    environment=environment), {"MINIKAFKA_IMAGE": image})
+    bootstrap = f"{HOST}:{port}"
+    try:
+        compose("up", "-d", "--no-build")
+        wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the broker healthy")
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.create_topics([NewTopic(TOPIC, 4, 1)])
+        finally:
+            admin.close()
+        run = ProducerRun("confluent", bootstrap, TOPIC, 4).start()
+        try:
+            wait_acked([run], {run.client: 500}, timeout=60)
+        finally:
+            run.stop()
+        assert not run.failed, list(run.failed.items())[:3]
+        # The topic spreads over both volumes, and a new container finds it there.
+        container = _container(engine, "broker")
+        for log_dir in ("/var/lib/minikafka/d1", "/var/lib/minikafka/d2"):
+            listing = engine.run("exec", container, "ls", log_dir).stdout.split()
+            assert sum(name.startswith(f"{TOPIC}-") for name in listing) == 2, (log_dir, listing)
+        compose("down")
+        compose("up", "-d", "--no-build")
+        assert _container(engine, "broker") != container
+        wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the new broker healthy")
+        assert_exactly_once([run], read_all(bootstrap, TOPIC, 4))
+    finally:
+        compose.down()
 
 
 def _container(engine: DockerEngine, service: str) -> str:
