@@ -108,9 +108,9 @@ def host_network_compose(tmp: Path, file: str, zookeeper_port: int = 0,
     for name, service in document["services"].items():
         service.pop("ports", None)
         service["network_mode"] = "host"
-        if environment and name != "zookeeper":
-            service["environment"] = {**service.get("environment", {}), **environment}
-        if name == "zookeeper":
+        if name != "zookeeper":
+            service["environment"] = {**service.get("environment", {}), **(environment or {})}
+        else:
             (tmp / "zookeeper").mkdir()
             (tmp / "zookeeper" / "zoo.cfg").write_text(
                 f"tickTime=200\ninitLimit=10\nsyncLimit=5\ndataDir=/tmp/zookeeper-data\n"
@@ -146,11 +146,11 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
         kcat = subprocess.run(["kcat", "-b", f"{HOST}:{ports[1][0]}", "-L"], capture_output=True, text=True,
                               timeout=30)
         assert kcat.returncode == 0 and "3 brokers:" in kcat.stdout, kcat.stdout + kcat.stderr
-        assert engine.run("exec", _container(engine, "broker-1"), "id", "-un").stdout.strip() == "minikafka"
+        broker_1 = _container(engine, "broker-1")
+        assert engine.run("exec", broker_1, "id", "-un").stdout.strip() == "minikafka"
         for _, internal, metrics in ports.values():
             # Each internal listener answers from inside a container (broker-1's); each metrics port is published.
-            engine.run("exec", _container(engine, "broker-1"), "minikafka", "ping", "--bootstrap-server",
-                       f"{HOST}:{internal}")
+            engine.run("exec", broker_1, "minikafka", "ping", "--bootstrap-server", f"{HOST}:{internal}")
             with urllib.request.urlopen(f"http://{HOST}:{metrics}/metrics", timeout=10) as response:
                 assert "kafka_log_LogManager_OfflineLogDirectoryCount 0.0" in response.read().decode()
 

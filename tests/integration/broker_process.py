@@ -204,6 +204,9 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ, PYTHONUNBUFFERED="1")
+
     def start(self) -> BrokerProcess:
         if self.is_running():
             raise RuntimeError("broker already running")
@@ -211,9 +214,9 @@ class BrokerProcess:
         with open(self.stderr_path, "ab") as stderr:
             stderr.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
             stderr.flush()
-            env = dict(os.environ, PYTHONUNBUFFERED="1")
             self.process = subprocess.Popen(
-                self.command(), cwd=self.root, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env,
+                self.command(), cwd=self.root, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                env=self.environment(),
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         _live_brokers.add(self)
