@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import logging
 import os
 import re
@@ -410,6 +411,17 @@ class BrokerConfig:
             if name not in self._bound:
                 raise ConfigError(f"invalid value {str(listener)!r} for configuration 'advertised.listeners': "
                                   f"no listener is named {name} in 'listeners'")
+        for name, listener in self._bound.items():
+            if name not in self._advertised and _unspecified(listener.host):
+                raise ConfigError(
+                    f"invalid value {str(listener)!r} for configuration 'listeners': {listener.host} is not an "
+                    f"address clients can reach, and advertised.listeners names no {name} listener; set "
+                    f"advertised.listeners={name}://<a routable host>:{listener.port or '<port>'}")
+        for listener in self._advertised.values():
+            if _unspecified(listener.host):
+                raise ConfigError(f"invalid value {str(listener)!r} for configuration 'advertised.listeners': "
+                                  f"{listener.host} is the non-routable meta-address; advertise a host clients "
+                                  "can reach")
         inter_broker = self.inter_broker_listener_name
         if inter_broker not in self._bound:
             raise ConfigError(f"invalid value {inter_broker!r} for configuration 'inter.broker.listener.name': "
@@ -524,6 +536,14 @@ class BrokerConfig:
         first = self.listeners()[0]
         advertised = self.advertised_listeners({first.name: bound_port or 0})[0]
         return advertised.host, advertised.port
+
+
+def _unspecified(host: str) -> bool:
+    """0.0.0.0 or :: (bind to every address): fine to listen on, never an address to be reached at."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def split_listener(listener: str) -> tuple[str, str, int]:

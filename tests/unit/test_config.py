@@ -121,6 +121,28 @@ def test_bad_listener_settings_name_the_key(raw, key):
         BrokerConfig(raw)
 
 
+@pytest.mark.parametrize("raw,key", [
+    # Kafka refuses to advertise the meta-address: clients would be told to connect to it.
+    ({"listeners": "PLAINTEXT://0.0.0.0:9092"}, "listeners"),
+    ({"listeners": "PLAINTEXT://[::]:9092"}, "listeners"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092", "advertised.listeners": "PLAINTEXT://0.0.0.0:9092"},
+     "advertised.listeners"),
+    ({"listeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://0.0.0.0:9093",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+      "advertised.listeners": "PLAINTEXT://example.com:9092"}, "listeners"),
+])
+def test_an_unspecified_address_advertised_is_refused_naming_the_key(raw, key):
+    with pytest.raises(ConfigError, match=f"for configuration '{key}'.*(routable|reach)"):
+        BrokerConfig(raw)
+
+
+def test_listening_on_every_address_is_fine_when_a_routable_host_is_advertised():
+    config = BrokerConfig({"listeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://[::]:9093",
+                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                           "advertised.listeners": "PLAINTEXT://example.com:9092,INTERNAL://broker-1:9093"})
+    assert [(a.host, a.port) for a in config.advertised_listeners()] == [("example.com", 9092), ("broker-1", 9093)]
+
+
 # Apache Kafka 3.x's config/server.properties (ZooKeeper mode), reduced to its settings.
 KAFKA_STOCK_SERVER_PROPERTIES = """\
 broker.id=0
