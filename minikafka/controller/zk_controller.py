@@ -105,8 +105,8 @@ class ControllerState:
 
     def offline_by_dirs(self, broker: int) -> set[TopicPartition]:
         """The broker's replicas recorded in a log dir it does not list online, when it lists a dir
-        offline: their data is on the failed disk (a dir it does not list at all was replaced,
-        and its replicas are re-created by replication)."""
+        offline: their data is on the failed disk (see ``lost_by_dirs`` for a dir it does not
+        list at all)."""
         registration = self.brokers.get(broker)
         if registration is None or not registration.offline_dirs:
             return set()
@@ -114,6 +114,22 @@ class ControllerState:
         return {tp for tp in self.partitions_of(broker)
                 if (recorded := self.partitions[tp].state.directories.get(broker)) is not None
                 and recorded not in online}
+
+    def lost_by_dirs(self, broker: int) -> set[TopicPartition]:
+        """The broker's replicas recorded in a log dir it no longer has, when every dir it lists
+        is online: that disk was replaced (or dropped from log.dirs), so whatever replica the
+        broker holds now was re-created empty (KIP-858: its directory id is unknown to it)."""
+        registration = self.brokers.get(broker)
+        if registration is None or not registration.log_dirs or registration.offline_dirs:
+            return set()
+        return {tp for tp in self.partitions_of(broker)
+                if lost_replica(self.partitions[tp].state.directories.get(broker), registration)}
+
+
+def lost_replica(recorded: uuid.UUID | None, registration: BrokerRegistration) -> bool:
+    """Whether a replica recorded in dir ``recorded`` lost its data: the dir is not one its broker
+    registers online. Unknown (never reported) is not lost: there is no evidence either way."""
+    return recorded is not None and bool(registration.log_dirs) and recorded not in registration.online_dir_ids
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
@@ -244,6 +260,8 @@ class ZkController:
         state.deleting = set(await self.zk.topics_to_delete(watch=self._watch(self._deletions_requested)))
         await self.zk.isr_change_notifications(watch=self._watch(self._isr_changed))
         state.offline_replicas = {b: state.offline_by_dirs(b) for b in state.brokers}
+        for broker in sorted(state.brokers):
+            await self._replicas_lost(broker, state.lost_by_dirs(broker))
         await self._create_missing_partitions()
         await self._elect_offline(self._leaderless())
         self._send_update_metadata(state.brokers, state.partitions)
@@ -298,6 +316,7 @@ class ZkController:
                             broker, ", ".join(d.path for d in now[broker].offline_dirs),
                             _names(state.offline_replicas[broker]))
             self._open_channel(broker, now[broker])
+            await self._replicas_lost(broker, state.lost_by_dirs(broker))
         if came:
             log.info("brokers %s registered", came)
             await self._brokers_started(came)
@@ -434,6 +453,33 @@ class ZkController:
                     "left the ISR: %s", broker, dirs or "(unknown)", len(replicas), _names(replicas),
                     leaders or "none", _names(left_isr))
 
+    async def _replicas_lost(self, broker: int, replicas: set[TopicPartition]) -> None:
+        """``broker``'s replicas of these partitions hold none of their data any more (the dir
+        recorded for them is gone: a replaced disk). They leave the ISR at once, even as its last
+        member, so that no clean election makes an empty log the leader; a partition they led
+        gets a leader from the rest of the ISR, or none. They join the ISR again the usual way:
+        a leader adds them once they have caught up by replication (KIP-858)."""
+        state = self.state
+        changed: dict[TopicPartition, PartitionRecord] = {}
+        led: list[TopicPartition] = []
+        for tp in sorted(replicas):
+            record = state.partitions.get(tp)
+            if record is None or tp[0] in state.deleting or broker not in record.state.isr:
+                continue
+            new_state = replace(record.state, isr=tuple(b for b in record.state.isr if b != broker))
+            if record.state.leader == broker:
+                new_state = replace(new_state, leader=elections.NO_LEADER, leader_epoch=record.state.leader_epoch + 1)
+                led.append(tp)
+            updated = await self._write(tp, new_state)
+            if updated is not None:
+                changed[tp] = updated
+        if not changed:
+            return
+        log.warning("broker %d no longer has the log dir recorded for its replicas of %s (a replaced disk?): they "
+                    "left the ISR and must catch up by replication before they can lead", broker, _names(changed))
+        self._tell_replicas(changed)
+        await self._elect_offline([tp for tp in led if tp in changed])
+
     # ---- where replicas live (KIP-858) ------------------------------------------------------
     async def assign_replicas_to_dirs(self, broker: int, broker_epoch: int,
                                       assignments: list[tuple[uuid.UUID, int, uuid.UUID]]
@@ -463,12 +509,25 @@ class ZkController:
                 results[(topic_id, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             record = state.partitions[tp]
-            if record.state.directories.get(broker) != directory:
-                updated = await self._write(tp, replace(record.state, directories={
-                    **record.state.directories, broker: directory}))
+            recorded = record.state.directories.get(broker)
+            if recorded != directory:
+                new_state = replace(record.state, directories={**record.state.directories, broker: directory})
+                # Not a move between two of its dirs: the replica was re-created empty in a new one.
+                lost = lost_replica(recorded, registration) and broker in record.state.isr
+                if lost:
+                    new_state = replace(new_state, isr=tuple(b for b in record.state.isr if b != broker))
+                    if record.state.leader == broker:
+                        new_state = replace(new_state, leader=elections.NO_LEADER,
+                                            leader_epoch=record.state.leader_epoch + 1)
+                updated = await self._write(tp, new_state)
                 if updated is None:  # the partition changed meanwhile: the broker sends it again
                     results[(topic_id, index)] = ErrorCode.NOT_CONTROLLER
                     continue
+                if lost:
+                    log.warning("broker %d re-created its replica of %s-%d empty in a new log dir: it left the ISR "
+                                "and must catch up by replication before it can lead", broker, *tp)
+                    self._tell_replicas({tp: updated})
+                    await self._elect_offline([tp] if updated.state.leader < 0 else [])
             results[(topic_id, index)] = ErrorCode.NONE
         return ErrorCode.NONE, results
 
@@ -518,8 +577,10 @@ class ZkController:
         await self._delete_topics()
 
     async def _delete_topics(self) -> None:
-        """Drop each topic marked for deletion from every broker's metadata, and delete its
-        replicas; the topic's znodes go once no replica is left on a dead broker."""
+        """Drop each topic marked for deletion from every broker's metadata, delete its replicas
+        on the live brokers and its znodes. A broker that is down meanwhile deletes its replicas
+        when it comes back: it finds their topic gone, or there under a new topic id (as
+        KIP-516's topic ids let Kafka's brokers do), so the name is free at once."""
         state = self.state
         for name in sorted(state.deleting):
             assignment = state.topics.get(name)
@@ -529,13 +590,12 @@ class ZkController:
                     tp: PartitionRecord(replace(state.partitions[tp].state, leader=LEADER_DURING_DELETE), 0)
                     for tp in partitions})
                 holders = {b for replicas in assignment.partitions.values() for b in replicas}
-                if not holders <= set(state.brokers):
-                    log.info("topic %s is marked for deletion; waiting for brokers %s to return to delete their "
-                             "replicas", name, sorted(holders - set(state.brokers)))
-                    continue
-                for broker in holders:
+                for broker in sorted(holders & set(state.brokers)):
                     self._send_stop_replica(broker, [tp for tp in partitions if broker in state.replicas(tp)],
                                             delete=True)
+                if away := sorted(holders - set(state.brokers)):
+                    log.info("deleting topic %s while brokers %s are away: they delete their replicas when they "
+                             "return", name, away)
             await self.zk.delete_topic_znodes(name)
             self._forget_topic(name)
             state.deleting.discard(name)
