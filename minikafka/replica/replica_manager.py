@@ -441,6 +441,12 @@ class ReplicaManager:
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def replica_topic_ids(self) -> dict[TopicPartition, uuid.UUID]:
+        """The topic id of every replica here: hosted, or a log found at startup not hosted yet."""
+        found = {key: log_.topic_id for key, log_ in self.log_manager.logs.items()}
+        found.update({key: partition.topic_id for key, partition in self.partitions.items()})
+        return found
+
     def remove_partition(self, topic: str, index: int) -> None:
         """Stop hosting the partition (its topic was deleted): requests waiting on it are answered
         now, and its log is renamed for deletion at once; its files go after file.delete.delay.ms."""

@@ -191,7 +191,9 @@ class Broker:
         self.replica_manager.rebuild_missing_replicas = True
         self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
         commands = ControllerCommands(config, self.replica_manager, self.fetchers, self.metadata,
-                                      self.group_coordinator, self.membership.topic_configs)
+                                      self.group_coordinator, self.membership.topic_configs,
+                                      self.membership.forget_topic_configs)
+        self.membership.on_deleted_topics = commands.delete_replicas_of_deleted_topics
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:

@@ -15,19 +15,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine
+import uuid
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
-from minikafka.replica.replica_manager import Partition, ReplicaManager
+from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPartition
 from minikafka.topic_config import log_config_for
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+DeletedTopics = Callable[[Mapping[TopicPartition, uuid.UUID], Mapping[str, uuid.UUID | None]], None]
 CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_VERSION = 3
 
@@ -49,6 +51,9 @@ class ClusterMembership:
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None
+        # Told, after each registration, which of this broker's replicas are of topics deleted
+        # while it was away (see ControllerCommands.delete_replicas_of_deleted_topics).
+        self.on_deleted_topics: DeletedTopics | None = None
 
     async def start(self) -> None:
         self.broker_epoch = await self._register()
@@ -58,6 +63,7 @@ class ClusterMembership:
         self._seen_config_changes = {name for name, _ in await self.zk.config_changes(self._config_changed)}
         await self._apply_broker_configs()
         self.controller.start()
+        self._spawn(self._find_deleted_topics)
 
     async def _register(self) -> int:
         """Register; a registration left by this broker's previous process (killed before its
@@ -116,8 +122,28 @@ class ClusterMembership:
             return
         log.info("registered broker %d again in a new ZooKeeper session (broker epoch %d)", self.broker_id,
                  self.broker_epoch)
+        # Topics may have been deleted, or re-created with other configs, while it was cut off.
+        self._topic_configs.clear()
         await self.zk.config_changes(self._config_changed)
         self.controller.post(self.controller.controller_moved)
+        await self._find_deleted_topics()
+
+    async def _find_deleted_topics(self) -> None:
+        """Which replicas here belong to topics deleted while this broker was away (no StopReplica
+        reached it): their topic is gone from ZooKeeper, or has another topic id. The replicas are
+        listed before ZooKeeper is read, so a topic created meanwhile is never taken for deleted."""
+        if self.on_deleted_topics is None:
+            return
+        checked = self.replica_manager.replica_topic_ids()
+        existing: dict[str, uuid.UUID | None] = {}
+        try:
+            for topic in sorted({topic for topic, _ in checked}):
+                assignment = await self.zk.topic_assignment(topic)
+                existing[topic] = assignment.topic_id if assignment is not None else None
+        except Exception as exc:  # ZooKeeper gone again: the next registration looks again
+            log.warning("could not check for topics deleted while this broker was away: %s", exc)
+            return
+        self.on_deleted_topics(checked, existing)
 
     async def update_log_dirs(self, log_dirs: tuple[LogDirState, ...]) -> None:
         """Rewrite the registration with the log dirs' states (one failed); a later
@@ -166,6 +192,10 @@ class ClusterMembership:
         if configs is None:
             configs = self._topic_configs[topic] = await self.zk.entity_configs("topics", topic) or {}
         return configs
+
+    def forget_topic_configs(self, topic: str) -> None:
+        """The topic is deleted: a topic later created with its name starts from its own configs."""
+        self._topic_configs.pop(topic, None)
 
     def _config_changed(self) -> None:
         self._spawn(self._read_config_changes)

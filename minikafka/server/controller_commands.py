@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from minikafka.config import BrokerConfig
@@ -21,6 +21,7 @@ from minikafka.group.coordinator import GroupCoordinator
 from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata
 from minikafka.replica.fetcher import ReplicaFetcherManager
 from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
+from minikafka.storage.log import ZERO_UUID
 from minikafka.topic_config import log_config_for
 from protocol.errors import ErrorCode
 
@@ -66,7 +67,8 @@ TopicConfigs = Callable[[str], Awaitable[dict[str, str]]]
 
 class ControllerCommands:
     def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, fetchers: ReplicaFetcherManager,
-                 metadata: MetadataCache, groups: GroupCoordinator, topic_configs: TopicConfigs) -> None:
+                 metadata: MetadataCache, groups: GroupCoordinator, topic_configs: TopicConfigs,
+                 forget_topic_configs: Callable[[str], None]) -> None:
         self.broker_id = config.broker_id
         self.config = config
         self.replica_manager = replica_manager
@@ -74,6 +76,7 @@ class ControllerCommands:
         self.metadata = metadata
         self.groups = groups
         self.topic_configs = topic_configs
+        self.forget_topic_configs = forget_topic_configs
         self.controller_epoch = -1
         self.controller_id = -1
 
@@ -95,10 +98,13 @@ class ControllerCommands:
             if self.broker_id not in command.replicas:
                 results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            stale = self._topic_id_here(*key)
+            if stale is not None and stale != command.topic_id:
+                # The newest controller names another topic id: the replica here is of a topic
+                # deleted (and re-created) while this broker was away.
+                self._delete_replica(key, f"the topic was deleted and re-created as topic id {command.topic_id} "
+                                          f"while this broker was away (the replica here is of topic id {stale})")
             hosted = self.replica_manager.get_partition(*key)
-            if hosted is not None and hosted.topic_id != command.topic_id:
-                results[key] = ErrorCode.INCONSISTENT_TOPIC_ID
-                continue
             if hosted is not None and command.leader_epoch < hosted.leader_epoch:
                 results[key] = ErrorCode.STALE_CONTROLLER_EPOCH
                 continue
@@ -158,6 +164,7 @@ class ControllerCommands:
             metadata.update_partitions(name, topic_id, states)
         for name in deleted:
             metadata.remove_topic(name)
+            self.forget_topic_configs(name)
             self.replica_manager.replication_throttles.forget_topic(name)
             # Every coordinator drops the deleted topic's committed offsets, hosting it or not.
             self.groups.on_topic_deleted(name)
@@ -166,18 +173,52 @@ class ControllerCommands:
     def _delete_strays(self) -> None:
         """Delete the logs this broker holds but is no replica of, by the controller's metadata:
         replicas removed (a reassignment finished) while this broker was down, so no StopReplica
-        reached it. Only on that evidence: a partition the metadata does not know is left alone."""
+        reached it, and replicas of a topic the metadata knows under another topic id (deleted
+        and re-created meanwhile). Only on that evidence: a topic the metadata does not know is
+        left to ``delete_replicas_of_deleted_topics``, which asks ZooKeeper."""
         manager = self.replica_manager
         for (topic, index), log_ in list(manager.log_manager.logs.items()):
             if manager.get_partition(topic, index) is not None:
                 continue
             known = self.metadata.topic(topic)
             state = known.partitions.get(index) if known is not None else None
-            if known is None or state is None or known.topic_id != log_.topic_id or self.broker_id in state.replicas:
+            if known is None or state is None:
                 continue
-            log.warning("deleting %s-%d from %s: the cluster keeps it on brokers %s (its replica here was removed "
-                        "while this broker was away)", topic, index, log_.log_dir, list(state.replicas))
-            manager.stop_replica(topic, index, delete=True)
+            if log_.topic_id not in (known.topic_id, ZERO_UUID):
+                self._delete_replica((topic, index), f"the cluster's topic {topic} has topic id {known.topic_id}, the "
+                                                     f"replica here is of topic id {log_.topic_id}, deleted since")
+            elif self.broker_id not in state.replicas:
+                self._delete_replica((topic, index), f"the cluster keeps it on brokers {list(state.replicas)} (its "
+                                                     "replica here was removed while this broker was away)")
+
+    def delete_replicas_of_deleted_topics(self, checked: Mapping[TopicPartition, uuid.UUID],
+                                          existing: Mapping[str, uuid.UUID | None]) -> None:
+        """``checked``: replicas found here (their topic ids), ``existing``: the topic id each of
+        their topics has in the cluster now (None: no such topic). A replica whose topic is gone,
+        or is another topic of the same name, was deleted while this broker was away (down, or
+        cut off from ZooKeeper), so no StopReplica reached it: it goes now. One that changed since
+        it was checked (re-created meanwhile) is left alone."""
+        for key, topic_id in checked.items():
+            current = existing.get(key[0])
+            if current == topic_id or topic_id == ZERO_UUID or self._topic_id_here(*key) != topic_id:
+                continue
+            why = ("the topic was deleted while this broker was away" if current is None else
+                   f"the topic was deleted and re-created as topic id {current} while this broker was away")
+            self._delete_replica(key, why)
+
+    def _topic_id_here(self, topic: str, index: int) -> uuid.UUID | None:
+        """The topic id of this broker's replica (hosted, or a log found at startup), if any."""
+        hosted = self.replica_manager.get_partition(topic, index)
+        if hosted is not None:
+            return hosted.topic_id
+        found = self.replica_manager.log_manager.get_log(topic, index)
+        return found.topic_id if found is not None else None
+
+    def _delete_replica(self, key: TopicPartition, why: str) -> None:
+        found = self.replica_manager.log_manager.get_log(*key)
+        log.warning("deleting %s-%d%s: %s", *key, f" from {found.log_dir}" if found is not None else "", why)
+        self.fetchers.stop_following([key])
+        self.replica_manager.stop_replica(*key, delete=True)
 
     def stop_replica(self, commands: Sequence[StopCommand]) -> dict[TopicPartition, ErrorCode]:
         results: dict[TopicPartition, ErrorCode] = {}
