@@ -1,0 +1,150 @@
+"""Replicas that lost their data, and replicas of topics deleted while their broker was away.
+
+* KIP-858's rule: a replica whose recorded log dir its broker no longer has (the disk was
+  replaced) holds nothing; it leaves the ISR at once, so the last in-sync replica with its disk
+  replaced never becomes the leader of an empty log: the partition stays offline, or is elected
+  uncleanly only where that is enabled.
+* A topic deleted while one of its brokers is down is deleted at once; that broker deletes its
+  replicas when it returns, and a topic re-created with the name has a new topic id, none of the
+  old data and none of the old configs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.integration.broker_process import BrokerProcess, KafkaWire, wait_until
+from tests.integration.disk_faults import replace_with_empty_dir
+from tests.system.cluster import Cluster
+
+TOPIC = "ledger"
+
+
+def _produce(broker: BrokerProcess, topic: str, count: int, prefix: str, size: int = 100) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True})
+    errors: list[str] = []
+    for i in range(count):
+        producer.produce(topic, key=f"{prefix}-{i}".encode(), value=b"v" * size, partition=0,
+                         on_delivery=lambda error, _: errors.append(str(error)) if error else None)
+    assert producer.flush(30) == 0
+    assert errors == []
+
+
+def _read(bootstrap: str, topic: str, partition: int = 0) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        low, high = consumer.get_watermark_offsets(ConfluentTopicPartition(topic, partition), timeout=10)
+        consumer.assign([ConfluentTopicPartition(topic, partition, low)])
+        keys: list[bytes] = []
+        while len(keys) < high - low:
+            message = consumer.poll(5)
+            assert message is not None, f"read {len(keys)} of {high - low} records of {topic}-{partition}"
+            assert message.error() is None, message.error()
+            keys.append(message.key())
+        return keys
+    finally:
+        consumer.close()
+
+
+def _create(cluster: Cluster, topic: str, assignment: dict[int, list[int]], **configs: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, -1, -1, replica_assignments=assignment, topic_configs=configs)])
+    finally:
+        admin.close()
+    cluster.wait_for_leaders(topic, len(assignment), isr_size=len(next(iter(assignment.values()))))
+
+
+def _stays_offline(cluster: Cluster, via: BrokerProcess, seconds: float) -> None:
+    """No leader throughout ``seconds``: no event marks an election that does not happen, so watch."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert cluster.partitions(TOPIC, via)[0].leader_id == -1
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("unclean", [False, True], ids=["clean", "unclean-enabled"])
+def test_the_last_in_sync_replica_with_its_disk_replaced_never_leads_an_empty_log(cluster: Cluster,
+                                                                                   unclean: bool) -> None:
+    # The controller stays up; the partition's two replicas are on the other brokers.
+    controller = cluster.controller_id()
+    victim_id, other_id = [b for b in cluster.brokers if b != controller]
+    _create(cluster, TOPIC, {0: [victim_id, other_id]}, **{"min.insync.replicas": "1",
+                                                           "unclean.leader.election.enable": str(unclean).lower()})
+    victim, other, watcher = cluster.brokers[victim_id], cluster.brokers[other_id], cluster.brokers[controller]
+    _produce(victim, TOPIC, 50, "acked")
+    other.kill9()
+    wait_until(lambda: cluster.partitions(TOPIC, watcher)[0].isr_nodes == [victim_id], 30, interval=0.1,
+               what=f"broker {victim_id} the last in-sync replica")
+    victim.kill9()
+    wait_until(lambda: cluster.partitions(TOPIC, watcher)[0].leader_id == -1, 30, interval=0.1,
+               what="the partition offline")
+    disk = victim.partition_dirs()[f"{TOPIC}-0"]
+    replace_with_empty_dir(disk)  # a new disk: a new directory id, nothing on it
+    victim.start()
+    # It registers with the new dir, is told of the partition and re-creates its replica empty.
+    wait_until(lambda: f"{TOPIC}-0" in victim.partition_dirs(), 30, interval=0.1, what="the replica re-created")
+    if unclean:
+        # Only because the topic allows it, and said as such.
+        wait_until(lambda: cluster.partitions(TOPIC, watcher)[0].leader_id == victim_id, 30, interval=0.1,
+                   what="an unclean election")
+        assert f"{TOPIC}-0: unclean election of broker {victim_id}" in watcher.stderr_text()
+        return
+    _stays_offline(cluster, watcher, 3)
+    assert cluster.partitions(TOPIC, watcher)[0].isr_nodes == []
+    assert f"no longer has the log dir recorded for its replicas of {TOPIC}-0" in watcher.stderr_text()
+    # The other replica comes back, behind on nothing acknowledged but out of the ISR: still no
+    # clean leader, so nothing that was acknowledged can be silently replaced by an empty log.
+    other.start()
+    wait_until(lambda: len(cluster.metadata(via=watcher).brokers) == 3, 30, what="every broker back")
+    _stays_offline(cluster, watcher, 3)
+
+
+def _topic_id(broker: BrokerProcess, topic: str) -> object:
+    with KafkaWire(broker.address, timeout=5.0) as wire:
+        (found,) = [t for t in wire.metadata([topic], version=10).topics if t.name == topic]
+        return found.topic_id
+
+
+def test_a_topic_deleted_while_a_broker_is_down_is_deleted_there_when_it_returns(cluster: Cluster) -> None:
+    controller = cluster.controller_id()
+    away_id = next(b for b in cluster.brokers if b != controller)
+    away = cluster.brokers[away_id]
+    live = [b for b in cluster.brokers if b != away_id]
+    # A small max.message.bytes: a re-created topic that kept it would refuse a larger record.
+    cluster.create_topic("doomed", 2, 3, **{"max.message.bytes": "4000"})
+    cluster.create_topic("gone", 1, 3)
+    _produce(cluster.brokers[controller], "doomed", 20, "old")
+    old_id = _topic_id(cluster.brokers[controller], "doomed")
+    assert {"doomed-0", "doomed-1", "gone-0"} <= set(away.partition_dirs())
+    away.kill9()
+    wait_until(lambda: len(cluster.metadata(via=cluster.brokers[controller]).brokers) == 2, 30,
+               what=f"broker {away_id} gone")
+
+    admin = KafkaAdminClient(bootstrap_servers=",".join(cluster.brokers[b].bootstrap for b in live))
+    try:
+        admin.delete_topics(["doomed", "gone"], timeout_ms=30000)
+    finally:
+        admin.close()
+    wait_until(lambda: not any({"doomed", "gone"} & {t.name for t in cluster.metadata(via=cluster.brokers[b]).topics}
+                               for b in live), 30, interval=0.1, what="both topics gone from the live brokers")
+    # The name is free at once, and the new topic is another topic.
+    _create(cluster, "doomed", {0: live, 1: live[::-1]})
+    assert _topic_id(cluster.brokers[controller], "doomed") != old_id
+    _produce(cluster.brokers[controller], "doomed", 5, "new", size=10_000)
+    assert _read(cluster.bootstrap, "doomed") == [f"new-{i}".encode() for i in range(5)]
+
+    away.start()
+    wait_until(lambda: not {"doomed-0", "doomed-1", "gone-0"} & set(away.partition_dirs()), 30, interval=0.1,
+               what=f"broker {away_id} deleting the replicas of the deleted topics")
+    assert "the topic was deleted while this broker was away" in away.stderr_text()
+    # It still serves as before, and the re-created topic is untouched by the old one.
+    assert away.is_running()
+    assert _read(away.bootstrap, "doomed") == [f"new-{i}".encode() for i in range(5)]
+    assert "gone" not in {t.name for t in cluster.metadata(via=away).topics}
