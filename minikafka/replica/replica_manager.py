@@ -73,7 +73,18 @@ class FollowerState:
     last_fetch_ms: int = 0
 
 
-IsrProposer = Callable[["Partition", tuple[int, ...]], None]
+@dataclass(frozen=True)
+class IsrProposal:
+    """An ISR change a leader asked to record, with the state it was decided from: the
+    conditional write holds only while the recorded state is still that one."""
+
+    isr: tuple[int, ...]
+    leader_epoch: int
+    base_isr: tuple[int, ...]
+    base_partition_epoch: int
+
+
+IsrProposer = Callable[["Partition", IsrProposal], None]
 
 
 class Partition:
@@ -84,7 +95,9 @@ class Partition:
     replica, its own log end); a follower takes the leader's high watermark, bounded by its own
     log end. An ISR change is proposed through ``propose_isr`` and takes effect only when
     ``isr_committed`` confirms it (in a cluster: a conditional ZooKeeper write), so a leader
-    that has been replaced can never shrink the ISR to itself and acknowledge alone.
+    that has been replaced can never shrink the ISR to itself and acknowledge alone. While an
+    expansion is pending the high watermark waits for the joining replica too (Kafka's maximal
+    ISR): once the write lands, the controller may elect it, so it must hold what was acknowledged.
     Touched only by the ReplicaManager and the fetchers, on the event loop.
     """
 
@@ -102,7 +115,7 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.partition_epoch = 0  # the zk version of the partition's state, for conditional ISR writes
         self.followers: dict[int, FollowerState] = {}
-        self.pending_isr: tuple[int, ...] | None = None
+        self.pending_isr: IsrProposal | None = None
         self.propose_isr: IsrProposer | None = None
 
     @property
@@ -144,9 +157,16 @@ class Partition:
         self._advance_high_watermark()
         return result
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR, with the replicas a pending expansion adds."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(b for b in self.pending_isr.isr if b not in self.isr)
+
     def _advance_high_watermark(self) -> bool:
         ends = [self.log.log_end_offset]
-        for broker in self.isr:
+        for broker in self.maximal_isr:
             if broker != self.broker_id:
                 follower = self.followers.get(broker)
                 ends.append(follower.log_end_offset if follower is not None else -1)
@@ -199,21 +219,35 @@ class Partition:
     def _propose(self, isr: tuple[int, ...]) -> None:
         if self.pending_isr is not None or isr == self.isr:
             return
+        proposal = self.pending_isr = IsrProposal(isr, self.leader_epoch, self.isr, self.partition_epoch)
         if self.propose_isr is None:
-            self.isr_committed(isr, self.partition_epoch)
+            self.isr_committed(proposal, self.partition_epoch + 1)
             return
-        self.pending_isr = isr
-        self.propose_isr(self, isr)
+        self.propose_isr(self, proposal)
 
-    def isr_committed(self, isr: tuple[int, ...], partition_epoch: int) -> bool:
-        """The proposed ISR is recorded; returns True when that moved the high watermark."""
+    def isr_committed(self, proposal: IsrProposal, partition_epoch: int) -> bool:
+        """The proposed ISR is recorded as version ``partition_epoch``; returns True when that
+        moved the high watermark. A proposal the controller's news overtook meanwhile (a newer
+        LeaderAndIsr) changes nothing: that news already includes whatever it recorded."""
+        if self.pending_isr is not proposal:
+            return False
         self.pending_isr = None
-        self.isr, self.partition_epoch = isr, partition_epoch
+        self.isr, self.partition_epoch = proposal.isr, partition_epoch
         return self._advance_high_watermark()
 
-    def isr_refused(self) -> None:
-        """The proposal lost a race (the controller changed the partition): wait for its news."""
+    def isr_refused(self, proposal: IsrProposal, recorded: tuple[tuple[int, ...], int] | None = None) -> bool:
+        """The proposal was not recorded. ``recorded``: the (ISR, version) found instead, when it
+        is still this leadership's (same leader and leader epoch; the controller dropped a
+        replica, or an earlier write of this leader landed though its answer was lost); it is
+        taken as this leader's own, so the next proposal starts from it rather than failing for
+        ever. Otherwise wait for the controller's news. True when the high watermark moved."""
+        if self.pending_isr is not proposal:
+            return False
         self.pending_isr = None
+        if recorded is None or recorded[1] <= self.partition_epoch:
+            return False
+        self.isr, self.partition_epoch = recorded
+        return self._advance_high_watermark()
 
     # ---- follower ------------------------------------------------------------------------
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendResult:
@@ -571,8 +605,13 @@ class ReplicaManager:
                 progress[(partition.topic, partition.index, replica)] = (held, partition.log.size_bytes)
         return progress
 
-    def isr_committed(self, partition: Partition, isr: tuple[int, ...], partition_epoch: int) -> None:
-        if partition.isr_committed(isr, partition_epoch):
+    def isr_committed(self, partition: Partition, proposal: IsrProposal, partition_epoch: int) -> None:
+        if partition.isr_committed(proposal, partition_epoch):
+            self._wake((partition.topic, partition.index))
+
+    def isr_refused(self, partition: Partition, proposal: IsrProposal,
+                    recorded: tuple[tuple[int, ...], int] | None = None) -> None:
+        if partition.isr_refused(proposal, recorded):
             self._wake((partition.topic, partition.index))
 
     # --- fetch ------------------------------------------------------------------------------

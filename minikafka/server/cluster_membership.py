@@ -22,7 +22,7 @@ from typing import Any
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
-from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPartition
+from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
 from minikafka.topic_config import log_config_for
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
 from protocol.errors import ErrorCode
@@ -152,35 +152,44 @@ class ClusterMembership:
         await self.zk.update_broker_registration(self.registration)
 
     # ---- ISR changes as leader -------------------------------------------------------------------
-    def propose_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        self._spawn(lambda: self._write_isr(partition, isr))
+    def propose_isr(self, partition: Partition, proposal: IsrProposal) -> None:
+        self._spawn(lambda: self._write_isr(partition, proposal))
 
-    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        """Record the leader's new ISR in the partition's state znode, conditional on the zk
-        version the controller last gave; then tell the controller (isr_change_notification)."""
+    async def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
+        """Record the leader's new ISR in the partition's state znode, conditional on the state
+        the proposal was decided from; then tell the controller (isr_change_notification)."""
         topic, index = partition.topic, partition.index
         try:
             found = await self.zk.partition_state(topic, index)
             # A newer version that only records replicas' log dirs (KIP-858) changed nothing this
             # leader decides on; anything else the controller changed makes the proposal stale.
-            if found is None or found[0].leader != self.broker_id or found[0].leader_epoch != partition.leader_epoch \
-                    or found[0].isr != partition.isr:
-                raise StaleState(f"{topic}-{index}")
-            new_state = dataclasses.replace(found[0], isr=isr)
-            version = await self.zk.update_partition_state(topic, index, new_state, found[1])
-        except StaleState:
-            log.info("%s-%d: not changing the ISR to %s: the controller changed the partition meanwhile", topic, index,
-                     list(isr))
-            partition.isr_refused()
-            return
+            if found is not None and found[0].leader == self.broker_id \
+                    and found[0].leader_epoch == proposal.leader_epoch and found[0].isr == proposal.base_isr:
+                try:
+                    version = await self.zk.update_partition_state(
+                        topic, index, dataclasses.replace(found[0], isr=proposal.isr), found[1])
+                except StaleState:  # changed between the read and the write: see what won
+                    found = await self.zk.partition_state(topic, index)
+                else:
+                    old = partition.isr
+                    self.replica_manager.isr_committed(partition, proposal, version)
+                    log.info("%s-%d: in-sync replicas %s -> %s", topic, index, list(old), list(proposal.isr))
+                    await self._notify_isr_change(topic, index)
+                    return
         except Exception as exc:
             log.warning("%s-%d: could not record the ISR %s in ZooKeeper (%s); will try again", topic, index,
-                        list(isr), exc)
-            partition.isr_refused()
+                        list(proposal.isr), exc)
+            self.replica_manager.isr_refused(partition, proposal)
             return
-        old = partition.isr
-        self.replica_manager.isr_committed(partition, isr, version)
-        log.info("%s-%d: in-sync replicas %s -> %s", topic, index, list(old), list(isr))
+        # Still this leadership's state (same leader and epoch) with another ISR: the controller
+        # dropped a replica, or an earlier write of ours landed unanswered. Take it as ours.
+        recorded = (found[0].isr, found[1]) if found is not None and found[0].leader == self.broker_id \
+            and found[0].leader_epoch == proposal.leader_epoch else None
+        log.info("%s-%d: not changing the ISR to %s: the partition changed meanwhile%s", topic, index,
+                 list(proposal.isr), f" (in-sync replicas now {list(recorded[0])})" if recorded else "")
+        self.replica_manager.isr_refused(partition, proposal, recorded)
+
+    async def _notify_isr_change(self, topic: str, index: int) -> None:
         try:
             await self.zk.notify_isr_change([(topic, index)])
         except Exception as exc:

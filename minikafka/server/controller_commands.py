@@ -105,9 +105,20 @@ class ControllerCommands:
                 self._delete_replica(key, f"the topic was deleted and re-created as topic id {command.topic_id} "
                                           f"while this broker was away (the replica here is of topic id {stale})")
             hosted = self.replica_manager.get_partition(*key)
-            if hosted is not None and command.leader_epoch < hosted.leader_epoch:
-                results[key] = ErrorCode.STALE_CONTROLLER_EPOCH
-                continue
+            if hosted is not None:
+                told, held = (command.leader_epoch, command.partition_epoch), (hosted.leader_epoch,
+                                                                              hosted.partition_epoch)
+                if told < held:
+                    # A controller that read the state before this broker's last change (a new
+                    # controller taking over while the leader wrote an ISR change): taking it would
+                    # put an ISR that ZooKeeper no longer holds back into the leader's memory.
+                    log.info("%s-%d: ignoring the controller's state of leader epoch %d, version %d: this broker "
+                             "holds leader epoch %d, version %d", *key, *told, *held)
+                    results[key] = ErrorCode.STALE_CONTROLLER_EPOCH
+                    continue
+                if told == held and hosted.leader_id == command.leader:
+                    results[key] = ErrorCode.NONE  # nothing new: a pending ISR change stays pending
+                    continue
             if command.topic not in configs:
                 configs[command.topic] = await self.topic_configs(command.topic)
                 self.replica_manager.replication_throttles.update_topic(command.topic, configs[command.topic])

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import socket
+import struct
 from pathlib import Path
 from typing import Any
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from protocol import encode_request, parse_response
 from tests.integration.broker_process import HOST, BrokerProcess, KafkaWire, free_port, wait_until
 from tests.system.zookeeper import ZooKeeperProcess
 
@@ -118,3 +121,21 @@ class Cluster:
             with contextlib.suppress(Exception):
                 self.resume(broker_id)
             broker.close()
+
+
+def inter_broker_request(port: int, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """One request on its own connection (a controller's request, say), encoded and its answer
+    decoded by the protocol package."""
+    with socket.create_connection((HOST, port), timeout=10) as sock:
+        sock.sendall(encode_request(api_key, version, 7, "system-test", body))
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        return parse_response(api_key, version, _recv_exactly(sock, size))[1]
+
+
+def _recv_exactly(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data

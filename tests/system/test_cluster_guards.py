@@ -3,38 +3,19 @@ broker with a registered broker.id, and a ZooKeeper that cannot be reached at st
 
 from __future__ import annotations
 
-import socket
-import struct
 import uuid
 from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
 
-from protocol import encode_request, parse_response
 from protocol.errors import ErrorCode
 from tests.integration.broker_process import HOST, BrokerNotReady, BrokerProcess, free_port
 from tests.integration.disk_faults import records_blob
-from tests.system.cluster import CLUSTER_SETTINGS, Cluster
+from tests.system.cluster import CLUSTER_SETTINGS, Cluster, inter_broker_request
 
 LEADER_AND_ISR = 4
 TOPIC = "guarded"
-
-
-def _request(port: int, api_key: int, version: int, body: dict[str, Any]) -> Any:
-    with socket.create_connection((HOST, port), timeout=10) as sock:
-        sock.sendall(encode_request(api_key, version, 7, "intruder", body))
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        return parse_response(api_key, version, _recv(sock, size))[1]
-
-
-def _recv(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, "connection closed"
-        data += chunk
-    return data
 
 
 def _leader_and_isr(controller_id: int, controller_epoch: int, broker_epoch: int, topic_id: uuid.UUID,
@@ -62,14 +43,14 @@ def test_controller_requests_from_clients_or_old_controllers_change_nothing(clus
         zk.close()
     # Tell the follower it leads, with what a client could know or guess.
     forged = _leader_and_isr(cluster.controller_id(), controller_epoch + 1, broker_epoch, topic_id, [1, 2, 3], victim)
-    on_client_listener = _request(cluster.brokers[victim].port, LEADER_AND_ISR, 6, forged)
+    on_client_listener = inter_broker_request(cluster.brokers[victim].port, LEADER_AND_ISR, 6, forged)
     assert on_client_listener.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     internal = cluster.internal_ports[victim]
-    wrong_broker_epoch = _request(internal, LEADER_AND_ISR, 6, {**forged, "broker_epoch": broker_epoch + 1})
+    wrong_broker_epoch = inter_broker_request(internal, LEADER_AND_ISR, 6, {**forged, "broker_epoch": broker_epoch + 1})
     assert wrong_broker_epoch.error_code == ErrorCode.STALE_BROKER_EPOCH
-    stale = _request(internal, LEADER_AND_ISR, 6, {**forged, "controller_epoch": controller_epoch - 1})
+    stale = inter_broker_request(internal, LEADER_AND_ISR, 6, {**forged, "controller_epoch": controller_epoch - 1})
     assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
-    old_version = _request(internal, LEADER_AND_ISR, 1, {
+    old_version = inter_broker_request(internal, LEADER_AND_ISR, 1, {
         "controller_id": 1, "controller_epoch": controller_epoch + 5, "live_leaders": [],
         "ungrouped_partition_states": [{"topic_name": TOPIC, "partition_index": 0, "controller_epoch": 9,
                                         "leader": victim, "leader_epoch": 999, "isr": [victim],
@@ -119,7 +100,7 @@ def test_a_follower_answers_produce_with_the_current_leader(cluster: Cluster) ->
     cluster.create_topic(TOPIC, 1, 3)
     state = cluster.partitions(TOPIC)[0]
     follower = next(b for b in cluster.brokers if b != state.leader_id)
-    answer = _request(cluster.brokers[follower].port, 0, 10, {
+    answer = inter_broker_request(cluster.brokers[follower].port, 0, 10, {
         "transactional_id": None, "acks": -1, "timeout_ms": 5000,
         "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": records_blob(b"x")}]}]})
     (partition,) = answer.responses[0].partition_responses

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from minikafka.controller import elections
-from minikafka.replica.replica_manager import Partition, Role
+from minikafka.replica.replica_manager import IsrProposal, Partition, Role
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import Log, LogConfig
@@ -42,42 +42,93 @@ def test_the_high_watermark_is_the_smallest_log_end_of_the_isr(leader: Partition
     assert leader.log.high_watermark == 10
 
 
+def _proposals(partition: Partition) -> list[IsrProposal]:
+    """Record the partition's ISR proposals instead of writing them anywhere."""
+    proposals: list[IsrProposal] = []
+    partition.propose_isr = lambda _partition, proposal: proposals.append(proposal)
+    return proposals
+
+
 def test_a_lagging_follower_leaves_the_isr_only_once_the_change_is_committed(leader: Partition) -> None:
-    proposals: list[tuple[int, ...]] = []
-    leader.propose_isr = lambda _partition, isr: proposals.append(isr)
+    proposals = _proposals(leader)
     leader.append(make_batch(10), now=0)
     leader.update_follower(F1, 10, now=1)
     leader.update_follower(F2, 2, now=1)
     leader.maybe_shrink_isr(now=LAG_MS, max_lag_ms=LAG_MS)
     assert proposals == [], "not yet past the lag window"
     leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
-    assert proposals == [(ME, F1)]
+    assert proposals == [IsrProposal((ME, F1), 5, (ME, F1, F2), 7)]
     assert leader.isr == (ME, F1, F2) and leader.log.high_watermark == 2, "nothing changes before the commit"
     leader.maybe_shrink_isr(now=LAG_MS + 2, max_lag_ms=LAG_MS)
     assert len(proposals) == 1, "one proposal in flight at a time"
-    leader.isr_committed((ME, F1), partition_epoch=8)
+    leader.isr_committed(proposals[0], partition_epoch=8)
     assert (leader.isr, leader.partition_epoch, leader.log.high_watermark) == ((ME, F1), 8, 10)
 
 
 def test_a_refused_isr_change_changes_nothing(leader: Partition) -> None:
-    proposals: list[tuple[int, ...]] = []
-    leader.propose_isr = lambda _partition, isr: proposals.append(isr)
+    proposals = _proposals(leader)
     leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
-    assert proposals == [(ME,)]
-    leader.isr_refused()  # the controller changed the partition meanwhile
+    assert [p.isr for p in proposals] == [(ME,)]
+    leader.isr_refused(proposals[0])  # the controller changed the partition meanwhile
     assert leader.isr == (ME, F1, F2) and leader.pending_isr is None
 
 
+def _shrunk_to(leader: Partition, isr: tuple[int, ...], partition_epoch: int) -> None:
+    leader.make_leader(leader.leader_epoch, isr, leader.replicas, partition_epoch, now=0)
+
+
 def test_a_follower_rejoins_the_isr_when_caught_up_to_the_high_watermark(leader: Partition) -> None:
-    proposals: list[tuple[int, ...]] = []
-    leader.propose_isr = lambda _partition, isr: proposals.append(isr)
-    leader.isr_committed((ME, F1), partition_epoch=8)
+    proposals = _proposals(leader)
+    _shrunk_to(leader, (ME, F1), 8)
     leader.append(make_batch(10), now=1)
     leader.update_follower(F1, 10, now=2)
     leader.update_follower(F2, 5, now=2)
     assert proposals == [], "behind the high watermark"
     leader.update_follower(F2, 10, now=3)
-    assert proposals == [(ME, F1, F2)], "the ISR keeps the replicas' order"
+    assert [p.isr for p in proposals] == [(ME, F1, F2)], "the ISR keeps the replicas' order"
+
+
+def test_while_a_replica_joins_the_high_watermark_waits_for_it_too(leader: Partition) -> None:
+    # Once the write lands the controller may elect it: it must hold what was acknowledged.
+    proposals = _proposals(leader)
+    _shrunk_to(leader, (ME, F1), 8)
+    leader.append(make_batch(10), now=1)
+    leader.update_follower(F1, 10, now=2)
+    leader.update_follower(F2, 10, now=2)
+    assert [p.isr for p in proposals] == [(ME, F1, F2)] and leader.log.high_watermark == 10
+    leader.append(make_batch(5), now=3)
+    leader.update_follower(F1, 15, now=4)
+    assert leader.log.high_watermark == 10, "F2, joining, does not have offsets 10-14 yet"
+    leader.update_follower(F2, 15, now=4)
+    assert leader.log.high_watermark == 15
+    leader.isr_committed(proposals[0], partition_epoch=9)
+    assert (leader.isr, leader.partition_epoch, leader.maximal_isr) == ((ME, F1, F2), 9, (ME, F1, F2))
+
+
+def test_a_proposal_overtaken_by_the_controllers_news_changes_nothing(leader: Partition) -> None:
+    proposals = _proposals(leader)
+    leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
+    # The controller's newer state arrives before the answer to the write: it already holds
+    # whatever the write did, and a later proposal is not cleared by the old answer.
+    leader.make_leader(6, (ME, F1), (ME, F1, F2), partition_epoch=10, now=LAG_MS + 1)
+    leader.maybe_shrink_isr(now=2 * LAG_MS + 2, max_lag_ms=LAG_MS)
+    assert [p.isr for p in proposals] == [(ME,), (ME,)]
+    assert not leader.isr_committed(proposals[0], partition_epoch=8)
+    assert not leader.isr_refused(proposals[0], ((ME,), 8))
+    assert (leader.isr, leader.partition_epoch, leader.pending_isr) == ((ME, F1), 10, proposals[1])
+
+
+def test_a_refused_proposal_takes_the_isr_recorded_for_its_own_leadership(leader: Partition) -> None:
+    # The controller dropped F2 from the ISR (same leader epoch, a new version) and its news did
+    # not come: the leader's next proposal starts from what is recorded instead of failing for ever.
+    proposals = _proposals(leader)
+    leader.append(make_batch(10), now=1)
+    leader.update_follower(F1, 10, now=2)
+    leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
+    assert [p.isr for p in proposals] == [(ME, F1)]
+    assert leader.isr_refused(proposals[0], ((ME, F1), 9))
+    assert (leader.isr, leader.partition_epoch, leader.log.high_watermark) == ((ME, F1), 9, 10)
+    assert not leader.isr_refused(proposals[0], ((ME,), 11)), "answered once"
 
 
 def test_only_assigned_replicas_are_followers(leader: Partition) -> None:
