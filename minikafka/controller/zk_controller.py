@@ -321,9 +321,10 @@ class ZkController:
             log.info("brokers %s registered", came)
             await self._brokers_started(came)
         if gone or came:
-            # Every broker learns of the newcomers' replicas on failed dirs from their first metadata.
-            offline = {tp for broker in came for tp in state.offline_replicas[broker]}
-            self._send_update_metadata(state.brokers, {tp: state.partitions[tp] for tp in offline})
+            # Every broker learns that the replicas of these brokers went offline or came back
+            # (those on a newcomer's failed dirs stay offline), also where no leader or ISR changed.
+            touched = {tp for broker in (*gone, *came) for tp in state.partitions_of(broker)}
+            self._send_update_metadata(state.brokers, {tp: state.partitions[tp] for tp in touched})
 
     async def _brokers_failed(self, gone: list[int]) -> None:
         state = self.state

@@ -77,3 +77,26 @@ def test_a_leader_ignores_a_take_over_state_older_than_its_own_isr_change(cluste
                what=f"broker {follower} back in the ISR")
     _produce(cluster, 20)
     assert cluster.partitions(TOPIC)[0].leader_id == leader
+
+
+def test_a_follower_back_from_a_pause_past_its_session_is_online_in_every_brokers_metadata(
+        cluster: Cluster) -> None:
+    # Resumed, the follower fetches at once and is back in the ISRs before it registers again:
+    # the controller must still tell every broker that its replicas are online again.
+    cluster.create_topic(TOPIC, 3, 3, **{"min.insync.replicas": "2"})
+    follower = next(b for b in cluster.brokers if b != cluster.controller_id())
+    cluster.pause(follower)
+    try:
+        others = [b for b in cluster.brokers.values() if b is not cluster.brokers[follower]]
+        wait_until(lambda: len(cluster.metadata(via=others[0]).brokers) == 2, 30, interval=0.1,
+                   what=f"broker {follower}'s session expired")
+        _produce(cluster, 50)
+    finally:
+        cluster.resume(follower)
+
+    def offline_anywhere() -> list[str]:
+        return [f"broker {b}: {t.name}-{p.partition_index} offline {p.offline_replicas}"
+                for b, broker in cluster.brokers.items() for t in cluster.metadata(via=broker).topics
+                for p in t.partitions if p.offline_replicas]
+    cluster.wait_for_leaders(TOPIC, 3, isr_size=3)
+    wait_until(lambda: not offline_anywhere(), 15, interval=0.2, what="no replica offline in any metadata")
