@@ -6,7 +6,8 @@ one landed. ``read_all`` reads every partition to its end; ``assert_exactly_once
 every acknowledged record is there once, where it was acknowledged, in order per producer and
 partition, and that nothing else is there but records whose delivery failed. A ``ConsumerRun``
 reads alongside from its own thread; ``assert_consumed_once`` checks that it was given exactly
-what is stored, once, in order.
+what is stored, once, in order. ``GroupMember``s consume as one consumer group, committing as
+they go; ``assert_delivered_to_group`` checks that the group was given every stored record.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
 
 from tests.integration.broker_process import wait_until
@@ -32,6 +33,9 @@ class ProducerRun:
     acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     failed: dict[bytes, str] = field(default_factory=dict)
     sent: int = 0
+    # The longest time from send to acknowledgement (retries included), in seconds.
+    slowest_ack_s: float = 0.0
+    _sent_at: dict[bytes, float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -51,13 +55,20 @@ class ProducerRun:
     def _key(self, seq: int) -> bytes:
         return f"{self.client}-{seq:07d}".encode()
 
+    def _sending(self, key: bytes) -> None:
+        with self._lock:
+            self._sent_at[key] = time.monotonic()
+
     def _acked(self, key: bytes, partition: int, offset: int) -> None:
         with self._lock:
             self.acked[key] = (partition, offset)
+            now = time.monotonic()
+            self.slowest_ack_s = max(self.slowest_ack_s, now - self._sent_at.pop(key, now))
 
     def _failed(self, key: bytes, error: Any) -> None:
         with self._lock:
             self.failed[key] = str(error)
+            self._sent_at.pop(key, None)
 
     def _run_confluent(self) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
@@ -72,6 +83,7 @@ class ProducerRun:
         seq = 0
         while not self._stop.is_set() and seq < 200_000:
             key = self._key(seq)
+            self._sending(key)
             producer.produce(self.topic, key=key, value=b"value of " + key, partition=seq % self.partitions,
                              on_delivery=report)
             seq += 1
@@ -88,6 +100,7 @@ class ProducerRun:
         seq = 0
         while not self._stop.is_set() and seq < 200_000:
             key = self._key(seq)
+            self._sending(key)
             future = producer.send(self.topic, key=key, value=b"value of " + key, partition=seq % self.partitions)
             future.add_callback(lambda md, key=key: self._acked(key, md.partition, md.offset))
             future.add_errback(lambda exc, key=key: self._failed(key, exc))
@@ -164,6 +177,64 @@ def assert_consumed_once(consumer: ConsumerRun, stored: list[Record], timeout: f
         assert given == sorted(expected), (
             f"the consumer of {consumer.topic}-{p} was given {len(given)} records ({len(set(given))} distinct), "
             f"{len(expected)} are stored")
+
+
+class GroupMember:
+    """One member of a consumer group (confluent-kafka) in its own thread: polls ``topic``,
+    keeps every record it is given, commits synchronously after each batch."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        self.topic = topic
+        self.records: list[Record] = []
+        self.commits = 0
+        self.commit_errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> GroupMember:
+        self.consumer.subscribe([self.topic])
+        self._thread.start()
+        return self
+
+    def keys(self) -> list[bytes]:
+        return [r.key for r in self.records]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            messages = self.consumer.consume(100, 0.5)
+            good = [m for m in messages if not m.error()]
+            self.records += [Record(m.key(), m.value(), m.partition(), m.offset()) for m in good]
+            if good:
+                try:
+                    self.consumer.commit(asynchronous=False)
+                    self.commits += 1
+                except KafkaException as exc:  # retried by the next commit, as applications do
+                    self.commit_errors.append(str(exc))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), f"group member {self._thread.name} did not stop within 30s"
+        self.consumer.close()
+
+
+def assert_delivered_to_group(members: list[GroupMember], stored: list[Record], timeout: float = 90) -> None:
+    """The group was given every stored record, and nothing that is not stored where it was
+    given (a record given twice, after a rebalance or a coordinator failover, is at-least-once
+    delivery, as Kafka's). Stops the members."""
+    where = {(r.partition, r.offset): r.key for r in stored}
+    try:
+        wait_until(lambda: set(where) <= {(r.partition, r.offset) for m in members for r in m.records}, timeout,
+                   interval=0.2, what="the group given every stored record")
+    finally:
+        for member in members:
+            member.stop()
+    given = [r for m in members for r in m.records]
+    wrong = [r for r in given if where.get((r.partition, r.offset), r.key) != r.key]
+    assert not wrong, f"{len(wrong)} records given to the group are not what is stored there, e.g. {wrong[:3]}"
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[Record]:
