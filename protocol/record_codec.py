@@ -47,6 +47,7 @@ __all__ = [
     "CompressedBatchError",
     "RecordSpan",
     "batch_with_records",
+    "keyless_records",
     "record_spans",
     "compress",
     "decompress",
@@ -316,6 +317,13 @@ def record_spans(section: bytes, header: BatchHeader) -> list[RecordSpan]:
     if pos != len(section):
         raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its records")
     return spans
+
+
+def keyless_records(buf: Buffer, pos: int, header: BatchHeader) -> list[int]:
+    """Indexes (within the batch) of the records without a key of the validated batch at ``pos``,
+    whatever its codec: a compacted topic refuses such a batch, as Kafka's LogValidator does."""
+    section = decompress(bytes(buf[pos + BATCH_HEADER_SIZE:pos + header.size]), header.compression)
+    return [i for i, span in enumerate(record_spans(section, header)) if span.key is None]
 
 
 def _with_timestamp_delta(record: bytes, timestamp_delta: int) -> bytes:
