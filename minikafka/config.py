@@ -228,10 +228,6 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("offset.metadata.max.bytes", _parse_int, 4096, "largest metadata string of a committed offset",
                   lambda v: v >= 0, "must be >= 0"),
-        ConfigDef("offsets.snapshot.min.dirty.records", _parse_int, 1000,
-                  "superseded records a __consumer_offsets partition may hold before it is rewritten as a "
-                  "snapshot of its live state (minikafka's stand-in for log compaction)", lambda v: v >= 1,
-                  "must be >= 1"),
         ConfigDef("group.initial.rebalance.delay.ms", _parse_int, 3000,
                   "how long the first rebalance of an empty group waits for more members to join",
                   lambda v: v >= 0, "must be >= 0"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.config import CLEANUP_POLICIES, BrokerConfig, ConfigSource, ConfigType, format_value
+from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.replica.replication_quota import parse_throttled_replicas
 from minikafka.storage.log import LogConfig
 
@@ -181,9 +182,17 @@ def topic_config_value(key: str, topic_configs: Mapping[str, str], broker: Broke
     return definition.default, False
 
 
-def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig) -> LogConfig:
+# __consumer_offsets is created compacted, as Kafka creates it; one created by an earlier minikafka
+# (which bounded it by rewriting it) has no cleanup.policy of its own and is compacted all the same.
+_INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {OFFSETS_TOPIC: {"cleanup.policy": "compact"}}
+
+
+def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig, topic: str | None = None) -> LogConfig:
+    """The storage settings of ``topic`` (its own configs, else the broker's defaults)."""
+    configs = {**_INTERNAL_TOPIC_DEFAULTS.get(topic or "", {}), **topic_configs}
+
     def value(key: str) -> Any:
-        return topic_config_value(key, topic_configs, broker)[0]
+        return topic_config_value(key, configs, broker)[0]
 
     return LogConfig(
         segment_bytes=value("segment.bytes"),
