@@ -189,7 +189,7 @@ def test_a_replica_moved_to_another_dir_keeps_its_cleaner_checkpoint(cleaning_br
     wait_until(lambda: _cleaned(cleaning_broker, topic), 30, interval=0.1, what="a clean")
     source = cleaning_broker.partition_dirs()[f"{topic}-0"]
     target = next(d for d in cleaning_broker.log_dirs if d != source)
-    checkpoint = _cleaner_checkpoint(source, topic)
+    checkpoint = cleaner_checkpoint([source], topic)
     assert checkpoint > 0
     admin = KafkaAdminClient(bootstrap_servers=cleaning_broker.bootstrap)
     try:
@@ -198,13 +198,18 @@ def test_a_replica_moved_to_another_dir_keeps_its_cleaner_checkpoint(cleaning_br
         admin.close()
     wait_until(lambda: cleaning_broker.partition_dirs().get(f"{topic}-0") == target, 30, interval=0.1,
                what="the replica moved")
-    wait_until(lambda: _cleaner_checkpoint(target, topic) == checkpoint, 30, interval=0.2,
+    wait_until(lambda: cleaner_checkpoint([target], topic) == checkpoint, 30, interval=0.2,
                what="the checkpoint in the new dir's cleaner-offset-checkpoint")
 
 
-def _cleaner_checkpoint(log_dir: Path, topic: str) -> int:
-    path = log_dir / "cleaner-offset-checkpoint"
-    if not path.exists():
-        return -1
-    entries = {(t, int(p)): int(o) for t, p, o in (line.split() for line in path.read_text().splitlines()[2:])}
-    return entries.get((topic, 0), -1)
+def cleaner_checkpoint(log_dirs: list[Path], topic: str) -> int:
+    """Where the dirty part of ``topic``-0 starts, by the cleaner-offset-checkpoint of the given
+    log dirs (-1: none lists it)."""
+    for log_dir in log_dirs:
+        path = log_dir / "cleaner-offset-checkpoint"
+        if path.exists():
+            for line in path.read_text().splitlines()[2:]:
+                name, partition, offset = line.split()
+                if (name, partition) == (topic, "0"):
+                    return int(offset)
+    return -1
