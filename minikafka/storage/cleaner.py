@@ -189,7 +189,9 @@ class SourceSegment:
 
 @dataclass
 class CleanStats:
-    bytes_read: int = 0
+    dirty_bytes: int = 0  # of the part mapped: what this clean compacted for the first time
+    map_bytes_read: int = 0
+    bytes_read: int = 0  # by the rewrite
     bytes_written: int = 0
     records_read: int = 0
     records_kept: int = 0
@@ -224,8 +226,7 @@ class CleanJob:
 
 # ---- the thread side ------------------------------------------------------------------------------
 
-def _batches(source: SourceSegment, stop: threading.Event, throttle: IoThrottle,
-             stats: CleanStats) -> Iterator[tuple[BatchHeader, bytes]]:
+def _batches(source: SourceSegment, stop: threading.Event, throttle: IoThrottle) -> Iterator[tuple[BatchHeader, bytes]]:
     """Every batch of a segment, whole."""
     position = 0
     while position + BATCH_HEADER_SIZE <= source.size:
@@ -240,7 +241,6 @@ def _batches(source: SourceSegment, stop: threading.Event, throttle: IoThrottle,
         data = os.pread(source.fd, header.size, position)
         if len(data) != header.size:
             raise CorruptRecordError(f"segment {source.base_offset} ended inside the batch at {position}")
-        stats.bytes_read += header.size
         yield header, data
         position = end
 
@@ -254,11 +254,13 @@ def _map_dirty_part(sources: list[SourceSegment], start: int, end: int, offset_m
     """Map the latest offset of each key in [start, end); returns where mapping stopped (``end``,
     or the first offset whose key found the map full)."""
     for source in sources:
-        for header, data in _batches(source, stop, throttle, stats):
+        for header, data in _batches(source, stop, throttle):
+            stats.map_bytes_read += header.size
             if header.last_offset < start or header.is_control:
                 continue
             if header.base_offset >= end:
                 return end
+            stats.dirty_bytes += header.size
             for span in record_spans(_section(header, data), header):
                 offset = header.base_offset + span.offset_delta
                 if span.key is None or not start <= offset < end:
@@ -340,7 +342,8 @@ def _clean_group(group: list[SourceSegment], dir_path: str, log_dir: str, index_
     writer.open()
     try:
         for source in group:
-            for header, data in _batches(source, stop, throttle, stats):
+            for header, data in _batches(source, stop, throttle):
+                stats.bytes_read += header.size
                 kept = _cleaned_batch(header, data, offset_map, map_end, producer_last_offsets,
                                       delete_retention_ms, now_ms, stats)
                 if kept is not None:
@@ -631,7 +634,7 @@ class LogCleaner:
     def _finished(self, job: CleanJob, seconds: float) -> None:
         stats = job.stats
         CLEANS.labels("done").inc()
-        CLEANER_BYTES_READ.inc(stats.bytes_read)
+        CLEANER_BYTES_READ.inc(stats.map_bytes_read + stats.bytes_read)
         CLEANER_BYTES_WRITTEN.inc(stats.bytes_written)
         RECOPY_PERCENT.set(100 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0)
         MAX_CLEAN_TIME.set(seconds)
@@ -641,8 +644,9 @@ class LogCleaner:
         else:
             self._horizons.pop(job.key, None)
         mib = 1024 * 1024
-        log.info("cleaned %s in %s: offsets below %d are compacted; read %.1f MiB (%d records), kept %.1f MiB "
-                 "(%d records, %.0f%%) in %.2f s (%.1f MiB/s), key map %.0f%% full", job.log.name, job.log.log_dir,
-                 job.log.clean_until, stats.bytes_read / mib, stats.records_read, stats.bytes_written / mib,
-                 stats.records_kept, 100 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0,
-                 seconds, stats.bytes_read / mib / seconds if seconds > 0 else 0, 100 * stats.map_utilization)
+        log.info("cleaned %s in %s: %.1f MiB of dirty log compacted in %.2f s (%.1f MiB/s), offsets below %d are "
+                 "clean; rewrote %.1f MiB (%d records) into %.1f MiB (%d records, %.0f%%), key map %.0f%% full",
+                 job.log.name, job.log.log_dir, stats.dirty_bytes / mib, seconds,
+                 stats.dirty_bytes / mib / seconds if seconds > 0 else 0, job.log.clean_until,
+                 stats.bytes_read / mib, stats.records_read, stats.bytes_written / mib, stats.records_kept,
+                 100 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0, 100 * stats.map_utilization)
