@@ -39,7 +39,7 @@ from tests.system.observe import alter_configs  # noqa: E402
 MiB = 1024 * 1024
 RECORD = bytes(1024)
 CLEANED = re.compile(r"cleaned (?P<name>\S+) in \S+: (?P<mib>[0-9.]+) MiB of dirty log compacted in "
-                     r"(?P<seconds>[0-9.]+) s")
+                     r"(?P<seconds>[0-9.]+) s.*longest swap (?P<swap>[0-9.]+) ms")
 
 
 def produce_for(bootstrap: str, topic: str, seconds: float, until: Callable[[], bool] = lambda: False) -> float:
@@ -82,7 +82,7 @@ def fill(bootstrap: str, topic: str, mib: int, keys: int) -> None:
     assert producer.flush(300) == 0
 
 
-def one_run(broker: BrokerProcess, run: int, args: argparse.Namespace) -> tuple[float, float, float, float]:
+def one_run(broker: BrokerProcess, run: int, args: argparse.Namespace) -> tuple[float, float, float, float, float]:
     dirty = f"dirty-{run}"
     create_topic(broker.bootstrap, dirty, 1, {"cleanup.policy": "compact", "segment.bytes": str(64 * MiB),
                                              "min.compaction.lag.ms": str(86_400_000),
@@ -99,7 +99,7 @@ def one_run(broker: BrokerProcess, run: int, args: argparse.Namespace) -> tuple[
     busy = produce_for(broker.bootstrap, f"busy-{run}", args.seconds, until=lambda: bool(cleaned()))
     found = wait_until(cleaned, 600, interval=0.5, what=f"the clean of {dirty}")
     mib, seconds = float(found[0]["mib"]), float(found[0]["seconds"])
-    return mib, mib / seconds, idle, busy
+    return mib, mib / seconds, idle, busy, float(found[0]["swap"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,13 +121,14 @@ def main(argv: list[str] | None = None) -> int:
             broker.close()
     print(f"{args.dirty_mib} MiB of 1 KiB updates of {args.keys} keys, one partition; produce phases of "
           f"{args.seconds:.0f} s, 1 KiB records, acks=1\n")
-    print("| run | dirty MiB cleaned | cleaner MiB/s | produce MiB/s, idle | produce MiB/s, cleaning | ratio |")
-    print("|---|---|---|---|---|---|")
-    for i, (mib, rate, idle, busy) in enumerate(rows):
-        print(f"| {i + 1} | {mib:.0f} | {rate:.1f} | {idle:.1f} | {busy:.1f} | {busy / idle:.2f} |")
+    print("| run | dirty MiB cleaned | cleaner MiB/s | produce MiB/s, idle | produce MiB/s, cleaning | ratio | "
+          "longest swap ms |")
+    print("|---|---|---|---|---|---|---|")
+    for i, (mib, rate, idle, busy, swap) in enumerate(rows):
+        print(f"| {i + 1} | {mib:.0f} | {rate:.1f} | {idle:.1f} | {busy:.1f} | {busy / idle:.2f} | {swap:.1f} |")
     median = [statistics.median(column) for column in zip(*rows, strict=True)]
     print(f"| median | {median[0]:.0f} | {median[1]:.1f} | {median[2]:.1f} | {median[3]:.1f} | "
-          f"{median[3] / median[2]:.2f} |")
+          f"{median[3] / median[2]:.2f} | {median[4]:.1f} |")
     return 0
 
 

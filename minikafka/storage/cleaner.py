@@ -198,6 +198,8 @@ class CleanStats:
     map_utilization: float = 0.0
     # The earliest time a tombstone written by this clean may go (None: it wrote none).
     delete_horizon_ms: int | None = None
+    # The longest its partition waited for a swap (the event loop's part of a clean).
+    longest_swap_s: float = 0.0
 
 
 class _Abandoned(Exception):
@@ -593,7 +595,9 @@ class LogCleaner:
                                       self._stop, self.throttle, job.stats)
                 if not self._current(job):
                     raise _Abandoned("the log changed")
+                swap_started = time.monotonic()
                 log_.replace_segments(group, self.now_ms())
+                job.stats.longest_swap_s = max(job.stats.longest_swap_s, time.monotonic() - swap_started)
                 written.pop()
                 job.generation = log_.segments_generation
             log_.clean_until = max(log_.clean_until, min(map_end, log_.log_end_offset))
@@ -645,8 +649,9 @@ class LogCleaner:
             self._horizons.pop(job.key, None)
         mib = 1024 * 1024
         log.info("cleaned %s in %s: %.1f MiB of dirty log compacted in %.2f s (%.1f MiB/s), offsets below %d are "
-                 "clean; rewrote %.1f MiB (%d records) into %.1f MiB (%d records, %.0f%%), key map %.0f%% full",
-                 job.log.name, job.log.log_dir, stats.dirty_bytes / mib, seconds,
+                 "clean; rewrote %.1f MiB (%d records) into %.1f MiB (%d records, %.0f%%), key map %.0f%% full, "
+                 "longest swap %.1f ms", job.log.name, job.log.log_dir, stats.dirty_bytes / mib, seconds,
                  stats.dirty_bytes / mib / seconds if seconds > 0 else 0, job.log.clean_until,
                  stats.bytes_read / mib, stats.records_read, stats.bytes_written / mib, stats.records_kept,
-                 100 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0, 100 * stats.map_utilization)
+                 100 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0, 100 * stats.map_utilization,
+                 1000 * stats.longest_swap_s)
