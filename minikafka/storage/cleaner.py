@@ -255,7 +255,9 @@ def _map_dirty_part(sources: list[SourceSegment], start: int, end: int, offset_m
                     stop: threading.Event, throttle: IoThrottle, stats: CleanStats) -> int:
     """Map the latest offset of each key in [start, end); returns where mapping stopped (``end``,
     or the first offset whose key found the map full)."""
-    for source in sources:
+    for source, following in zip(sources, [*sources[1:], None], strict=True):
+        if following is not None and following.base_offset <= start:
+            continue  # wholly in the clean part
         for header, data in _batches(source, stop, throttle):
             stats.map_bytes_read += header.size
             if header.last_offset < start or header.is_control:
