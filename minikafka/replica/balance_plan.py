@@ -22,8 +22,10 @@ nothing here does I/O, so both see the same plan from the same inputs.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+
+from minikafka.units import format_bytes
 
 # A growing replica is charged the bytes it adds over this long: about how long a move of a
 # few GiB takes, during which the copy chases the appends.
@@ -95,9 +97,9 @@ class PlannedMove(_OfPartition):
     spread: tuple[float, float]
 
     def reason(self, threshold_percent: float) -> str:
-        growth = (f", growing {mib(self.growth_bytes_per_s)}/s" if self.growth_bytes_per_s > 0
+        growth = (f", growing {format_bytes(self.growth_bytes_per_s)}/s" if self.growth_bytes_per_s > 0
                   else ", not growing")
-        return (f"{self.name} ({mib(self.size_bytes)}{growth}) from {self.source_dir} "
+        return (f"{self.name} ({format_bytes(self.size_bytes)}{growth}) from {self.source_dir} "
                 f"({self.source_share[0]:.1f}% -> {self.source_share[1]:.1f}% used) to {self.dest_dir} "
                 f"({self.dest_share[0]:.1f}% -> {self.dest_share[1]:.1f}% used): spread "
                 f"{self.spread[0]:.1f} -> {self.spread[1]:.1f} points, threshold {threshold_percent:g}")
@@ -135,13 +137,9 @@ class BalancePlan:
             return (f"spread {self.spread_before:.1f} points, within the threshold of "
                     f"{self.threshold_percent:g}: nothing to move")
         text = (f"spread {self.spread_before:.1f} points, over the threshold of {self.threshold_percent:g}: "
-                f"{len(self.moves)} move(s), {mib(self.planned_bytes)} (at least "
-                f"{mib(self.lower_bound_bytes)} must move), spread after {self.spread_after:.1f} points")
+                f"{len(self.moves)} move(s), {format_bytes(self.planned_bytes)} (at least "
+                f"{format_bytes(self.lower_bound_bytes)} must move), spread after {self.spread_after:.1f} points")
         return f"{text}; {self.note}" if self.note else text
-
-
-def mib(n: float) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
 
 
 # ---- disks and the lower bound ------------------------------------------------------------
@@ -250,10 +248,18 @@ class _Candidate:
         return round(self.efficiency, 9), round(self.gain), -self.replica.growth_bytes_per_s
 
 
+def projected_spread(dirs: Sequence[DirLoad], replicas: Sequence[ReplicaLoad]) -> float:
+    """The spread of the disks once the moves in progress are done."""
+    disks, _ = _disks(dirs, replicas)
+    return spread_of(disk.share for disk in disks.values())
+
+
 def plan_balance(dirs: Sequence[DirLoad], replicas: Sequence[ReplicaLoad], threshold_percent: float,
-                 min_free_bytes: int = 0, growth_horizon_s: float = GROWTH_HORIZON_S) -> BalancePlan:
+                 min_free_bytes: int = 0, growth_horizon_s: float = GROWTH_HORIZON_S,
+                 pinned: Collection[TopicPartition] = ()) -> BalancePlan:
     """The moves (in order) that bring the spread of the disks under ``threshold_percent``
-    with the fewest bytes this greedy choice finds; see the module docstring."""
+    with the fewest bytes this greedy choice finds, moving none of ``pinned``; see the module
+    docstring."""
     disks, fs_of = _disks(dirs, replicas)
     shares_before = {d: disks[fs].share for d, fs in fs_of.items()}
     before = spread_of(disk.share for disk in disks.values())
@@ -266,7 +272,7 @@ def plan_balance(dirs: Sequence[DirLoad], replicas: Sequence[ReplicaLoad], thres
                        shares_after=shares_before)
     if plan.balanced:
         return plan
-    chosen, note = _greedy(disks, fs_of, replicas, threshold_percent, min_free_bytes, growth_horizon_s)
+    chosen, note = _greedy(disks, fs_of, replicas, pinned, threshold_percent, min_free_bytes, growth_horizon_s)
     chosen = _without_needless(disks, fs_of, chosen, threshold_percent, min_free_bytes)
     moves, after, _ = _replay(disks, fs_of, chosen)
     return BalancePlan(threshold_percent, before, spread_of(disk.share for disk in after.values()), lower_bound,
@@ -276,8 +282,9 @@ def plan_balance(dirs: Sequence[DirLoad], replicas: Sequence[ReplicaLoad], thres
 _Choice = tuple[ReplicaLoad, str]  # a replica and the dir it goes to
 
 
-def _greedy(disks: dict[str, _Disk], fs_of: dict[str, str], replicas: Sequence[ReplicaLoad], threshold: float,
-            min_free_bytes: int, horizon: float) -> tuple[list[_Choice], str]:
+def _greedy(disks: dict[str, _Disk], fs_of: dict[str, str], replicas: Sequence[ReplicaLoad],
+            pinned: Collection[TopicPartition], threshold: float, min_free_bytes: int,
+            horizon: float) -> tuple[list[_Choice], str]:
     """Moves chosen one at a time by ``_best_move`` until the spread is within the threshold;
     and why it stopped short, if it did."""
     disks = {i: replace(d) for i, d in disks.items()}
@@ -289,7 +296,7 @@ def _greedy(disks: dict[str, _Disk], fs_of: dict[str, str], replicas: Sequence[R
             placed[r.moving_to] += r.size_bytes
     movable: dict[str, list[ReplicaLoad]] = {}
     for r in replicas:
-        if r.moving_to is None and r.log_dir in fs_of and r.size_bytes > 0:
+        if r.moving_to is None and r.log_dir in fs_of and r.size_bytes > 0 and r.key not in pinned:
             movable.setdefault(fs_of[r.log_dir], []).append(r)
     pools = {fs: _Pool(found) for fs, found in movable.items()}
     chosen: list[_Choice] = []

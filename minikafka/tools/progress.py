@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TextIO
 
 from minikafka.tools.client import LIST_PARTITION_REASSIGNMENTS, Cluster, ToolError, move_error
+from minikafka.units import format_bytes
 from protocol import ErrorCode
 
 TopicPartition = tuple[str, int]
@@ -286,16 +287,6 @@ def take_snapshot(cluster: Cluster, brokers: list[int] | None = None, reassignme
 
 
 # ---- drawing ------------------------------------------------------------------------------
-
-
-def format_bytes(n: float) -> str:
-    if abs(n) < 1024:
-        return f"{n:.0f} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        n /= 1024
-        if abs(n) < 1024:
-            return f"{n:.1f} {unit}"
-    return f"{n / 1024:.1f} TiB"
 
 
 def progress_line(entry: ProgressEntry, width: int = 30) -> str:

@@ -14,6 +14,7 @@ from minikafka.replica.balance_plan import (
     _band,
     bytes_to_balance,
     plan_balance,
+    projected_spread,
     spread_of,
 )
 
@@ -216,3 +217,12 @@ def test_random_brokers_plans_keep_every_rule() -> None:
         for m in plan.moves:
             assert m.source_dir != m.dest_dir
             assert m.dest_share[1] <= 100 * (1 - min_free / (2000 * MB)) + 1e-6
+
+
+def test_pinned_replicas_stay_but_count() -> None:
+    loads = replicas("/d1", 300 * MB, 300 * MB, 300 * MB)
+    plan = plan_balance(dirs(900 * MB, 0), loads, 40, pinned={("t", 0), ("t", 1)})
+    assert [m.key for m in plan.moves] == [("t", 2)]
+    assert projected_spread(dirs(900 * MB, 0), loads) == pytest.approx(90)
+    assert projected_spread(dirs(900 * MB, 0), [ReplicaLoad("t", 0, "/d1", 300 * MB, moving_to="/d2")]) == \
+        pytest.approx(30)
