@@ -209,15 +209,15 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "bytes per second all moves between log dirs may copy together; changeable at run time",
                   lambda v: v >= 1, "must be >= 1", dynamic=True),
         ConfigDef("log.dirs.balancer.enable", _parse_bool, False,
-                  "move replicas between this broker's log dirs by itself to keep their disks evenly used; "
-                  "changeable at run time", dynamic=True),
+                  "move replicas between this broker's log dirs by itself to keep their disks evenly used",
+                  dynamic=True),
         ConfigDef("log.dirs.balancer.threshold.percent", _parse_double, 10.0,
                   "the disk balancer moves replicas when the used share of the fullest disk of the log dirs is "
-                  "more than this many points above that of the emptiest; changeable at run time",
+                  "more than this many points above that of the emptiest",
                   lambda v: 0 <= v <= 100, "must be between 0 and 100", dynamic=True),
         ConfigDef("log.dirs.balancer.interval.ms", _parse_int, 30_000,
-                  "how often the disk balancer looks at the log dirs (it also looks when one fails); "
-                  "changeable at run time", lambda v: v >= 1, "must be >= 1", dynamic=True),
+                  "how often the disk balancer looks at the log dirs (it also looks when one fails)",
+                  lambda v: v >= 1, "must be >= 1", dynamic=True),
         # ---- cluster mode (zookeeper.connect) ----
         ConfigDef("leader.replication.throttled.rate", _parse_int, 2**63 - 1,
                   "bytes per second this broker as leader returns to followers of the replicas listed in "
