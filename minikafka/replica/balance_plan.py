@@ -134,11 +134,12 @@ class BalancePlan:
 
     def summary(self) -> str:
         if self.balanced:
-            return (f"spread {self.spread_before:.1f} points, within the threshold of "
+            text = (f"spread {self.spread_before:.1f} points, within the threshold of "
                     f"{self.threshold_percent:g}: nothing to move")
-        text = (f"spread {self.spread_before:.1f} points, over the threshold of {self.threshold_percent:g}: "
-                f"{len(self.moves)} move(s), {format_bytes(self.planned_bytes)} (at least "
-                f"{format_bytes(self.lower_bound_bytes)} must move), spread after {self.spread_after:.1f} points")
+        else:
+            text = (f"spread {self.spread_before:.1f} points, over the threshold of {self.threshold_percent:g}: "
+                    f"{len(self.moves)} move(s), {format_bytes(self.planned_bytes)} (at least "
+                    f"{format_bytes(self.lower_bound_bytes)} must move), spread after {self.spread_after:.1f} points")
         return f"{text}; {self.note}" if self.note else text
 
 

@@ -95,7 +95,7 @@ class DirBalancer:
         self._pinned: set[TopicPartition] = set()  # moves refused or failed: not planned again until the dirs change
         self._samples: dict[TopicPartition, tuple[float, int]] = {}
         self._growth: dict[TopicPartition, float] = {}
-        self._last_note = ""
+        self._last_note = ""  # the last reason given for moving nothing
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -122,8 +122,11 @@ class DirBalancer:
                 await self.tick()
             except Exception:
                 log.exception("the disk balancer's round failed; it tries again at the next one")
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation (stop) that comes
+            # as the wake-up does.
             try:
-                await asyncio.wait_for(self._wake.wait(), self.settings().interval_ms / 1000)
+                async with asyncio.timeout(self.settings().interval_ms / 1000):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()
@@ -149,6 +152,9 @@ class DirBalancer:
             self._pinned.clear()
         if not settings.enabled:
             return
+        if len(seen.dirs) > 1 and len({d.file_system for d in seen.dirs}) == 1:
+            self._say_once("all live log dirs are on one file system: moving replicas between them would free "
+                           "nothing, so the balancer has nothing to do")
         if not self.plan and not self.running and spread > settings.threshold_percent:
             # A finished move's source is removed in the background: measure without it.
             await self.mover.wait_for_cleanups()
@@ -197,9 +203,7 @@ class DirBalancer:
     def _adopt(self, plan: BalancePlan, dirs_key: tuple[tuple[str, str], ...]) -> None:
         self._planned_for = dirs_key
         if not plan.moves:
-            if plan.note != self._last_note:  # said once, not at every round
-                log.warning("disk balancer: %s", plan.summary())
-            self._last_note = plan.note
+            self._say_once(plan.summary())
             return
         self._last_note = ""
         log.info("disk balancer: %s", plan.summary())
@@ -207,6 +211,12 @@ class DirBalancer:
             log.info("disk balancer plans to move %s", move.reason(plan.threshold_percent))
         PLANNED_BYTES.inc(plan.planned_bytes)
         self.plan = list(plan.moves)
+
+    def _say_once(self, note: str) -> None:
+        """Log why nothing moves once, not at every round."""
+        if note != self._last_note:
+            log.warning("disk balancer: %s", note)
+        self._last_note = note
 
     def _drop_plan(self, why: str) -> None:
         log.info("disk balancer: %d planned move(s) dropped: %s", len(self.plan), why)

@@ -193,3 +193,22 @@ async def test_settings_and_failures_wake_it(node: Node) -> None:
             break
         await asyncio.sleep(0.01)
     assert node.mover.progress(), "a wake-up did not start a round"
+
+
+async def test_dirs_on_one_file_system_are_said_to_leave_it_nothing_to_do_once(node: Node, caplog) -> None:
+    node.manager.file_system_of = lambda log_dir: 0  # type: ignore[method-assign]
+    node.manager.dir_usage = lambda log_dir: DirUsage(DISK_BYTES, DISK_BYTES // 2)  # type: ignore[method-assign]
+    for _ in range(3):
+        await node.balancer.tick()
+    assert node.mover.progress() == []
+    assert [r.message for r in caplog.records].count(
+        "disk balancer: all live log dirs are on one file system: moving replicas between them would free nothing, "
+        "so the balancer has nothing to do") == 1
+
+
+async def test_a_stop_that_comes_with_a_wake_up_still_stops_it(node: Node) -> None:
+    node.settings = BalancerSettings(False, 10.0, 3_600_000)
+    node.balancer.start()
+    await asyncio.sleep(0.01)  # waiting for the next round
+    node.balancer.wake()
+    await asyncio.wait_for(node.balancer.stop(), 5)

@@ -167,7 +167,7 @@ def test_no_replica_is_moved_when_none_would_bring_the_spread_closer() -> None:
 def test_dirs_sharing_a_file_system_are_one_disk() -> None:
     shared = [DirLoad("/a", 1000 * MB, 100 * MB, "root"), DirLoad("/b", 1000 * MB, 100 * MB, "root")]
     plan = plan_balance(shared, replicas("/a", 900 * MB), 0)
-    assert plan.moves == () and "one file system" in plan.note
+    assert plan.moves == () and "one file system" in plan.note and "one file system" in plan.summary()
     # With a third, empty disk: a move goes to whichever of its dirs, never between /a and /b.
     plan = plan_balance([*shared, DirLoad("/c", 1000 * MB, 1000 * MB, "other")],
                         replicas("/a", 300 * MB, 300 * MB, 300 * MB), 10)
