@@ -44,7 +44,7 @@ from minikafka.tools.client import (
     move_error,
     run_action,
 )
-from minikafka.tools.progress import Followed, follow, sizes_of, take_snapshot
+from minikafka.tools.progress import Followed, follow, replica_sizes, sizes_of, take_snapshot
 from minikafka.tools.reassignment import (
     ANY_DIR,
     check_fields,
@@ -307,20 +307,14 @@ def balance_inputs(cluster: Cluster, broker: int, window: float) -> tuple[list[D
             for r in results if not r.error_code and r.total_bytes > 0]
     if not dirs and any(not r.error_code for r in results):
         raise ToolError(f"broker {broker} does not say how large its log dirs are (DescribeLogDirs v4 needed)")
-    moving: dict[tuple[str, int], tuple[str, int]] = {}
-    current: dict[tuple[str, int], tuple[str, int]] = {}
-    for result in results:
-        for topic in result.topics:
-            for p in topic.partitions:
-                entry = (result.log_dir, p.partition_size)
-                (moving if p.is_future_key else current)[(topic.name, p.partition_index)] = entry
     replicas = []
-    for (topic, partition), (log_dir, size) in sorted(current.items()):
-        before = first.get((broker, topic, partition))
-        growth = max(0.0, (size - before.size) / elapsed) if before is not None and before.log_dir == log_dir else 0.0
-        future = moving.get((topic, partition))
-        replicas.append(ReplicaLoad(topic, partition, log_dir, size, growth, future[0] if future else None,
-                                    future[1] if future else 0))
+    for key, now in sorted(replica_sizes(broker, results).items()):
+        if now.log_dir is None:
+            continue
+        before = first.get(key)
+        grew = now.size - before.size if before is not None and before.log_dir == now.log_dir else 0
+        replicas.append(ReplicaLoad(key[1], key[2], now.log_dir, now.size, max(0.0, grew / elapsed), now.future_dir,
+                                    now.future_size))
     return dirs, replicas
 
 
@@ -334,7 +328,8 @@ def plan_for(cluster: Cluster, broker: int, args: argparse.Namespace) -> Balance
 def print_plan(broker: int, plan: BalancePlan, out: TextIO) -> None:
     out.write(f"broker {broker}: {plan.summary()}\n")
     for log_dir, share in plan.shares_before.items():
-        out.write(f"  {log_dir}: {share:.1f}% used" + (f" -> {plan.shares_after[log_dir]:.1f}%\n" if plan.moves else "\n"))
+        after = f" -> {plan.shares_after[log_dir]:.1f}%" if plan.moves else ""
+        out.write(f"  {log_dir}: {share:.1f}% used{after}\n")
     for planned in plan.moves:
         out.write(f"  move {planned.reason(plan.threshold_percent)}\n")
 
