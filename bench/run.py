@@ -7,11 +7,11 @@ Prints a markdown table, then runs bench/bench_codec.py (the protocol codec's co
 request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_move.py (moves
 between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned against the lower
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
-read) and bench/bench_cluster.py (replication, failover and catch-up of a three-broker cluster) and
-prints their reports.
+read), bench/bench_cleaner.py (log compaction) and bench/bench_cluster.py (replication, failover and
+catch-up of a three-broker cluster) and prints their reports.
 
 Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
-       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cluster]
+       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cluster]
 """
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-balancer", action="store_true", help="skip bench/bench_balancer.py")
     parser.add_argument("--skip-spark", action="store_true", help="skip bench/bench_spark.py")
     parser.add_argument("--skip-cluster", action="store_true", help="skip bench/bench_cluster.py")
+    parser.add_argument("--skip-cleaner", action="store_true", help="skip bench/bench_cleaner.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -207,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_spark:
         print()
         print(run_script("bench_spark.py", 900))
+    if not args.skip_cleaner:
+        print("\n## log cleaner throughput, and produce throughput while it cleans (bench/bench_cleaner.py)\n")
+        print(run_script("bench_cleaner.py", 1800))
     if not args.skip_cluster:
         print()
         print(run_script("bench_cluster.py", 1800))

@@ -55,6 +55,17 @@ def _parse_str(text: str) -> str:
     return text.strip()
 
 
+CLEANUP_POLICIES = ("compact", "delete")
+
+
+def _parse_cleanup_policy(text: str) -> list[str]:
+    policies = _parse_list(text)
+    wrong = [p for p in policies if p not in CLEANUP_POLICIES]
+    if wrong or not policies:
+        raise ValueError(f"expected compact, delete or compact,delete, not {text.strip()!r}")
+    return policies
+
+
 # Kafka's security protocols, and the ones this broker speaks. A listener of any other is refused
 # at startup: serving it as plaintext would hand a client something other than what it asked for.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -153,6 +164,37 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= 0, "must be >= 0"),
         ConfigDef("log.message.timestamp.type", _parse_str, "CreateTime", "CreateTime or LogAppendTime",
                   lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime"),
+        ConfigDef("log.cleanup.policy", _parse_cleanup_policy, ["delete"],
+                  "what happens to old segments of a topic without cleanup.policy: delete (by retention), "
+                  "compact (the latest record of each key is kept) or compact,delete", dynamic=True),
+        ConfigDef("log.cleaner.enable", _parse_bool, True, "run the log cleaner, which compacts compacted topics"),
+        ConfigDef("log.cleaner.threads", _parse_int, 1, "threads cleaning logs (at most one clean per log dir at once)",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("log.cleaner.backoff.ms", _parse_int, 15_000, "pause of the cleaner when no log needs cleaning",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("log.cleaner.dedupe.buffer.size", _parse_int, 128 * 1024 * 1024,
+                  "memory of the cleaners' maps of the latest offset of each key, shared by the threads",
+                  lambda v: v >= 1024, "must be >= 1024"),
+        ConfigDef("log.cleaner.io.buffer.load.factor", _parse_double, 0.9,
+                  "how full a cleaner's key map may get before a clean stops mapping more of the log",
+                  lambda v: 0 < v <= 1, "must be > 0 and <= 1"),
+        ConfigDef("log.cleaner.io.buffer.size", _parse_int, 512 * 1024, "bytes the cleaner reads at a time",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("log.cleaner.io.max.bytes.per.second", _parse_double, 1.7976931348623157e308,
+                  "bytes per second the cleaners read and write together; changeable at run time",
+                  lambda v: v > 0, "must be > 0", dynamic=True),
+        ConfigDef("log.cleaner.min.cleanable.ratio", _parse_double, 0.5,
+                  "share of a log that must be dirty (written since its last clean) before it is cleaned",
+                  lambda v: 0 <= v <= 1, "must be between 0 and 1", dynamic=True),
+        ConfigDef("log.cleaner.delete.retention.ms", _parse_int, 86_400_000,
+                  "how long a tombstone is kept after the clean that first sees it", lambda v: v >= 0,
+                  "must be >= 0", dynamic=True),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", _parse_int, 0,
+                  "how old a record must be before it may be compacted away", lambda v: v >= 0, "must be >= 0",
+                  dynamic=True),
+        ConfigDef("log.cleaner.max.compaction.lag.ms", _parse_int, 2**63 - 1,
+                  "how old a dirty record may get before its log is cleaned whatever its dirty share",
+                  lambda v: v >= 1, "must be >= 1", dynamic=True),
         ConfigDef("log.flush.offset.checkpoint.interval.ms", _parse_int, 60_000,
                   "how often offset checkpoints are written", lambda v: v >= 1, "must be >= 1"),
         ConfigDef("log.dir.check.interval.ms", _parse_int, 1000,
@@ -186,10 +228,6 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("offset.metadata.max.bytes", _parse_int, 4096, "largest metadata string of a committed offset",
                   lambda v: v >= 0, "must be >= 0"),
-        ConfigDef("offsets.snapshot.min.dirty.records", _parse_int, 1000,
-                  "superseded records a __consumer_offsets partition may hold before it is rewritten as a "
-                  "snapshot of its live state (minikafka's stand-in for log compaction)", lambda v: v >= 1,
-                  "must be >= 1"),
         ConfigDef("group.initial.rebalance.delay.ms", _parse_int, 3000,
                   "how long the first rebalance of an empty group waits for more members to join",
                   lambda v: v >= 0, "must be >= 0"),

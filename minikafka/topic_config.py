@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigSource, ConfigType, format_value
+from minikafka.config import CLEANUP_POLICIES, BrokerConfig, ConfigSource, ConfigType, format_value
+from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.replica.replication_quota import parse_throttled_replicas
 from minikafka.storage.log import LogConfig
 
@@ -77,15 +78,15 @@ def _between(low: int | float, high: int | float) -> Callable[[Any], bool]:
 
 
 # Every topic config Apache Kafka defines, validated as Kafka validates it. Those that change
-# nothing here yet (compaction, flushing, tiered storage, index sizing) are accepted, stored and
-# described, so Kafka's tools and clients can set them; cleanup.policy=compact and
-# remote.storage.enable=true are refused as Kafka refuses them on a broker without the feature.
+# nothing here yet (flushing, tiered storage, index sizing) are accepted, stored and described, so
+# Kafka's tools and clients can set them; remote.storage.enable=true is refused as Kafka refuses it
+# on a broker without the feature.
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in [
-        TopicConfigDef("cleanup.policy", None, _list, lambda v: v == ["delete"],
-                       "only delete is supported (compaction is not implemented)", default="delete",
-                       kind=ConfigType.LIST),
+        TopicConfigDef("cleanup.policy", "log.cleanup.policy", _list,
+                       lambda v: bool(v) and all(p in CLEANUP_POLICIES for p in v),
+                       "must be compact, delete or compact,delete", kind=ConfigType.LIST),
         TopicConfigDef("compression.type", None, _text, lambda v: v in COMPRESSION_TYPES,
                        f"must be one of {', '.join(COMPRESSION_TYPES)}", default="producer", kind=ConfigType.STRING),
         TopicConfigDef("compression.gzip.level", None, _long, lambda v: v == -1 or 1 <= v <= 9,
@@ -94,7 +95,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                        default=9, kind=ConfigType.INT),
         TopicConfigDef("compression.zstd.level", None, _long, _between(-131072, 22),
                        "must be between -131072 and 22", default=3, kind=ConfigType.INT),
-        TopicConfigDef("delete.retention.ms", None, _long, _at_least(0), "must be >= 0", default=86_400_000),
+        TopicConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms", _long, _at_least(0), "must be >= 0"),
         TopicConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", _long, _at_least(0), "must be >= 0"),
         TopicConfigDef("flush.messages", None, _long, _at_least(1), "must be >= 1", default=LONG_MAX),
         TopicConfigDef("flush.ms", None, _long, _at_least(0), "must be >= 0", default=LONG_MAX),
@@ -106,7 +107,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                        "", default=[], kind=ConfigType.LIST),
         TopicConfigDef("local.retention.bytes", None, _long, _at_least(-2), "must be >= -2", default=-2),
         TopicConfigDef("local.retention.ms", None, _long, _at_least(-2), "must be >= -2", default=-2),
-        TopicConfigDef("max.compaction.lag.ms", None, _long, _at_least(1), "must be >= 1", default=LONG_MAX),
+        TopicConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", _long, _at_least(1),
+                       "must be >= 1"),
         TopicConfigDef("max.message.bytes", "message.max.bytes", _long, _between(0, INT_MAX),
                        f"must be between 0 and {INT_MAX}", kind=ConfigType.INT),
         TopicConfigDef("message.downconversion.enable", None, _bool, lambda v: True, "", default=True,
@@ -122,9 +124,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("message.timestamp.type", "log.message.timestamp.type", _text,
                        lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime",
                        kind=ConfigType.STRING),
-        TopicConfigDef("min.cleanable.dirty.ratio", None, _double, _between(0.0, 1.0), "must be between 0 and 1",
-                       default=0.5, kind=ConfigType.DOUBLE),
-        TopicConfigDef("min.compaction.lag.ms", None, _long, _at_least(0), "must be >= 0", default=0),
+        TopicConfigDef("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", _double,
+                       _between(0.0, 1.0), "must be between 0 and 1", kind=ConfigType.DOUBLE),
+        TopicConfigDef("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", _long, _at_least(0),
+                       "must be >= 0"),
         TopicConfigDef("min.insync.replicas", "min.insync.replicas", _long, _at_least(1), "must be >= 1",
                        kind=ConfigType.INT),
         TopicConfigDef("preallocate", None, _bool, lambda v: True, "", default=False, kind=ConfigType.BOOLEAN),
@@ -179,9 +182,17 @@ def topic_config_value(key: str, topic_configs: Mapping[str, str], broker: Broke
     return definition.default, False
 
 
-def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig) -> LogConfig:
+# __consumer_offsets is created compacted, as Kafka creates it; one created by an earlier minikafka
+# (which bounded it by rewriting it) has no cleanup.policy of its own and is compacted all the same.
+_INTERNAL_TOPIC_DEFAULTS: dict[str, dict[str, str]] = {OFFSETS_TOPIC: {"cleanup.policy": "compact"}}
+
+
+def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig, topic: str | None = None) -> LogConfig:
+    """The storage settings of ``topic`` (its own configs, else the broker's defaults)."""
+    configs = {**_INTERNAL_TOPIC_DEFAULTS.get(topic or "", {}), **topic_configs}
+
     def value(key: str) -> Any:
-        return topic_config_value(key, topic_configs, broker)[0]
+        return topic_config_value(key, configs, broker)[0]
 
     return LogConfig(
         segment_bytes=value("segment.bytes"),
@@ -196,6 +207,11 @@ def log_config_for(topic_configs: Mapping[str, str], broker: BrokerConfig) -> Lo
         compression_type=value("compression.type"),
         timestamp_before_max_ms=value("message.timestamp.before.max.ms"),
         timestamp_after_max_ms=value("message.timestamp.after.max.ms"),
+        cleanup_policy=tuple(value("cleanup.policy")),
+        min_cleanable_dirty_ratio=value("min.cleanable.dirty.ratio"),
+        min_compaction_lag_ms=value("min.compaction.lag.ms"),
+        max_compaction_lag_ms=value("max.compaction.lag.ms"),
+        delete_retention_ms=value("delete.retention.ms"),
     )
 
 

@@ -31,6 +31,7 @@ from .records import (
     COMPRESSION_MASK,
     CRC_OFFSET,
     CRC_START,
+    DELETE_HORIZON_MASK,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
@@ -44,6 +45,10 @@ from .records import (
 
 __all__ = [
     "CompressedBatchError",
+    "RecordSpan",
+    "batch_with_records",
+    "keyless_records",
+    "record_spans",
     "compress",
     "decompress",
     "recompress_batch",
@@ -251,6 +256,118 @@ def decode_records_section(section: bytes, header: BatchHeader) -> list[Record]:
     if stream.tell() != len(section):
         raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its records")
     return records
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSpan:
+    """Where one record lies in a batch's uncompressed records section, and what a log cleaner
+    reads of it: its offset and timestamp deltas, its key and whether it has a value (a record
+    without one is a tombstone). The record's bytes, ``section[start:end]``, are kept as they are."""
+
+    start: int
+    end: int
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    has_value: bool
+
+
+def _zigzag_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag varint/varlong at ``pos`` and the position after it."""
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise DecodeError("varint longer than 10 bytes")
+
+
+def record_spans(section: bytes, header: BatchHeader) -> list[RecordSpan]:
+    """Every record of an (uncompressed) records section, read only as far as its value length.
+
+    Raises CorruptRecordError when the section does not hold exactly ``records_count`` records."""
+    spans: list[RecordSpan] = []
+    pos = 0
+    try:
+        for _ in range(header.records_count):
+            length, body = _zigzag_at(section, pos)
+            end = body + length
+            if length < 1 or end > len(section):
+                raise DecodeError(f"record length {length} does not fit the batch")
+            timestamp_delta, cursor = _zigzag_at(section, body + 1)  # after the attributes byte
+            offset_delta, cursor = _zigzag_at(section, cursor)
+            key_length, cursor = _zigzag_at(section, cursor)
+            key = None
+            if key_length >= 0:
+                key = section[cursor:cursor + key_length]
+                cursor += key_length
+            elif key_length != -1:
+                raise DecodeError(f"negative record key length {key_length}")
+            value_length, cursor = _zigzag_at(section, cursor)
+            if cursor > end or value_length < -1:
+                raise DecodeError("record fields run past the record")
+            spans.append(RecordSpan(pos, end, offset_delta, timestamp_delta, key, value_length >= 0))
+            pos = end
+    except (DecodeError, IndexError) as exc:
+        raise CorruptRecordError(f"record batch at offset {header.base_offset}: {exc}") from exc
+    if pos != len(section):
+        raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its records")
+    return spans
+
+
+def keyless_records(buf: Buffer, pos: int, header: BatchHeader) -> list[int]:
+    """Indexes (within the batch) of the records without a key of the validated batch at ``pos``,
+    whatever its codec: a compacted topic refuses such a batch, as Kafka's LogValidator does."""
+    section = decompress(bytes(buf[pos + BATCH_HEADER_SIZE:pos + header.size]), header.compression)
+    return [i for i, span in enumerate(record_spans(section, header)) if span.key is None]
+
+
+def _with_timestamp_delta(record: bytes, timestamp_delta: int) -> bytes:
+    """A record's bytes (length prefix included) with another timestamp delta."""
+    length, body = _zigzag_at(record, 0)
+    _, rest = _zigzag_at(record, body + 1)
+    new_body = record[body:body + 1] + varlong_bytes(timestamp_delta) + record[rest:]
+    return varint_bytes(len(new_body)) + new_body
+
+
+def batch_with_records(header: BatchHeader, section: bytes, kept: Sequence[RecordSpan],
+                       delete_horizon_ms: int | None = None) -> bytes:
+    """The batch rebuilt with only the ``kept`` records of its uncompressed ``section``, as a log
+    cleaner writes it: base offset, last offset delta, producer id, epoch and base sequence,
+    partition leader epoch and codec are kept, so offsets and idempotent producers' sequences
+    read as before. With no record kept, an empty batch (header only, uncompressed), which keeps a
+    producer's last sequence. ``delete_horizon_ms`` (KIP-534) becomes the base timestamp, with its
+    attribute set, and every kept record's timestamp delta is re-encoded against it."""
+    base_timestamp = header.base_timestamp
+    attributes = header.attributes
+    if delete_horizon_ms is not None:
+        base_timestamp, attributes = delete_horizon_ms, attributes | DELETE_HORIZON_MASK
+    if not kept:
+        body = b""
+        attributes &= ~COMPRESSION_MASK
+        max_timestamp = header.max_timestamp
+    else:
+        if delete_horizon_ms is None:
+            records = b"".join(section[span.start:span.end] for span in kept)
+        else:
+            shift = header.base_timestamp - base_timestamp
+            records = b"".join(_with_timestamp_delta(section[span.start:span.end], span.timestamp_delta + shift)
+                               for span in kept)
+        body = compress(records, header.compression)
+        max_timestamp = header.max_timestamp if header.timestamp_type else max(
+            header.base_timestamp + span.timestamp_delta for span in kept)
+    out = bytearray(BATCH_HEADER_SIZE)
+    HEADER_STRUCT.pack_into(
+        out, 0, header.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body), header.partition_leader_epoch,
+        header.magic, 0, attributes, header.last_offset_delta, base_timestamp, max_timestamp, header.producer_id,
+        header.producer_epoch, header.base_sequence, len(kept))
+    out += body
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
 
 
 def decode_records(buf: Buffer) -> Iterator[tuple[BatchHeader, list[Record]]]:

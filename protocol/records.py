@@ -40,6 +40,8 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+# KIP-534: the batch's base timestamp holds when its tombstones may be dropped (set by a cleaner).
+DELETE_HORIZON_MASK = 0x40
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -111,6 +113,11 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """KIP-534: when a log cleaner may drop this batch's tombstones (None: not decided yet)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
 
     @property
     def last_sequence(self) -> int:

@@ -99,7 +99,7 @@ class EmbeddedController(ClusterControl):
         """Lead every partition of ``topic`` this broker has a replica of, or record that it
         cannot (its replica is offline): no leader, a new leader epoch, as Kafka's controller
         does for a partition whose only replica is gone."""
-        config = log_config_for(topic.configs, self.config)
+        config = log_config_for(topic.configs, self.config, topic.name)
         partitions = dict(topic.partitions)
         for index, state in sorted(topic.partitions.items()):
             if self.broker_id not in state.replicas:
@@ -284,7 +284,7 @@ class EmbeddedController(ClusterControl):
             self.store.put_topic(dataclasses.replace(topic, configs=validated))
         except KafkaStorageError as exc:
             return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
-        self.replica_manager.update_config(name, log_config_for(validated, self.config))
+        self.replica_manager.update_config(name, log_config_for(validated, self.config, name))
         log.info("configs of topic %s are now %s", name, validated)
         return ErrorCode.NONE, None
 
@@ -316,14 +316,12 @@ class EmbeddedController(ClusterControl):
 
     def _refresh_log_configs(self, key: str, value: Any) -> None:
         for topic in self.store.topics().values():
-            self.replica_manager.update_config(topic.name, log_config_for(topic.configs, self.config))
+            self.replica_manager.update_config(topic.name, log_config_for(topic.configs, self.config, topic.name))
 
 
 def offsets_topic_configs(config: BrokerConfig) -> dict[str, str | None]:
-    """__consumer_offsets keeps everything (no retention): the group coordinator bounds it by
-    rewriting partitions as snapshots of their live state."""
-    return {"retention.ms": "-1", "retention.bytes": "-1",
-            "segment.bytes": str(config["offsets.topic.segment.bytes"])}
+    """__consumer_offsets is compacted, as Kafka's: the latest record of each group and offset key stays."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])}
 
 
 def partition_count_error(current: int, count: int, assignment: list[list[int]] | None,

@@ -92,8 +92,6 @@ class LoopScheduler:
 class GroupStore(Protocol):
     """Where groups are persisted (OffsetsTopic in the broker, a fake in unit tests)."""
 
-    dirty: dict[int, int]
-
     @property
     def partition_count(self) -> int: ...
 
@@ -106,8 +104,6 @@ class GroupStore(Protocol):
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]: ...
 
-    def rewrite(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode: ...
-
     async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode: ...
 
 
@@ -119,7 +115,6 @@ class CoordinatorConfig:
     max_group_size: int = 2**31 - 1
     max_metadata_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    snapshot_min_dirty_records: int = 1000
 
     @classmethod
     def from_broker(cls, config: Any) -> CoordinatorConfig:
@@ -130,7 +125,6 @@ class CoordinatorConfig:
             max_group_size=config["group.max.size"],
             max_metadata_bytes=config["offset.metadata.max.bytes"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
-            snapshot_min_dirty_records=config["offsets.snapshot.min.dirty.records"],
         )
 
 
@@ -191,7 +185,6 @@ class GroupCoordinator:
         self.scheduler = scheduler
         self.groups: dict[str, Group] = {}
         self.loaded_partitions: set[int] = set()
-        self._next_compaction_check: dict[int, int] = {}
         for state in GroupState:
             if state != GroupState.DEAD:
                 GROUPS.labels(state.value).set_function(functools.partial(self._count, state))
@@ -250,12 +243,9 @@ class GroupCoordinator:
                 self._restore(group, value)
             self.groups[group_id] = group
         self.loaded_partitions.add(partition)
-        live = len(self._live_records(partition))
-        self.store.dirty[partition] = max(read - live, 0)
         if read:
-            log.info("loaded __consumer_offsets-%d: %d records, %d live, %d groups", partition, read, live,
+            log.info("loaded __consumer_offsets-%d: %d records, %d groups", partition, read,
                      sum(1 for g in self.groups.values() if g.partition == partition))
-        self._maybe_compact(partition)
 
     def _restore(self, group: Group, value: Any) -> None:
         group.protocol_type = value.protocol_type or None
@@ -866,7 +856,6 @@ class GroupCoordinator:
                 group.offsets.update(accepted)
                 if new_group:
                     self.groups[group_id] = group
-                self._maybe_compact(group.partition)
         return results
 
     def fetch_offsets(self, group_id: str,
@@ -916,7 +905,6 @@ class GroupCoordinator:
         if error == ErrorCode.NONE:
             for tp in doomed:
                 group.offsets.pop(tp, None)
-            self._maybe_compact(group.partition)
         return error
 
     def on_topic_deleted(self, topic: str) -> None:
@@ -1010,11 +998,10 @@ class GroupCoordinator:
         if error == ErrorCode.NONE:
             log.info("group %s deleted with %d committed offset(s)", group.group_id, len(group.offsets))
             self._unload(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            self._maybe_compact(group.partition)
         return error
 
     # -----------------------------------------------------------------------------------------
-    # Persistence of group metadata, and keeping the offsets topic bounded.
+    # Persistence of group metadata.
     # -----------------------------------------------------------------------------------------
 
     def _group_value(self, group: Group) -> bytes:
@@ -1032,37 +1019,7 @@ class GroupCoordinator:
         })
 
     def _store_group(self, group: Group) -> ErrorCode:
-        error = self.store.append(group.partition, [(encode_group_key(group.group_id), self._group_value(group))])
-        if error == ErrorCode.NONE:
-            self._maybe_compact(group.partition)
-        return error
-
-    def _live_records(self, partition: int) -> list[KeyValue]:
-        records: list[KeyValue] = []
-        for group in self.groups.values():
-            if group.partition != partition or group.state == GroupState.DEAD:
-                continue
-            if group.generation_id > 0 or group.protocol_type is not None:
-                records.append((encode_group_key(group.group_id), self._group_value(group)))
-            records += [_offset_record(group.group_id, tp, om) for tp, om in group.offsets.items()]
-        return records
-
-    def _maybe_compact(self, partition: int) -> None:
-        """Rewrite the partition as a snapshot of its live state once at least half of its
-        records are stale (and there are enough of them to be worth it)."""
-        dirty = self.store.dirty.get(partition, 0)
-        if dirty < max(self.config.snapshot_min_dirty_records, self._next_compaction_check.get(partition, 0)):
-            return
-        live = self._live_records(partition)
-        if dirty < len(live):
-            self._next_compaction_check[partition] = len(live)
-            return
-        error = self.store.rewrite(partition, live)
-        if error != ErrorCode.NONE:
-            log.warning("could not rewrite __consumer_offsets-%d: %s", partition, error.name)
-            self._next_compaction_check[partition] = dirty + self.config.snapshot_min_dirty_records
-            return
-        self._next_compaction_check.pop(partition, None)
+        return self.store.append(group.partition, [(encode_group_key(group.group_id), self._group_value(group))])
 
 
 def _cancel(timer: TimerHandle | None) -> None:

@@ -2,11 +2,9 @@
 
 `OffsetsTopic` turns coordinator writes (key/value pairs in Kafka's formats, see schemas)
 into uncompressed record batches appended to the group's partition of the topic, and reads
-a partition back at startup. It also keeps the topic bounded: `rewrite` rolls the
-partition's log, appends a snapshot of the live state and moves the log start offset to
-the snapshot, so every older segment is deleted. A crash at any point of a rewrite is safe:
-replaying older records followed by a partial snapshot yields the same state, because the
-snapshot only repeats the newest value of each key.
+a partition back at startup or when this broker becomes its leader. The topic is compacted,
+as Kafka's (cleanup.policy=compact): the log cleaner keeps the latest record of each key, so a
+read replays what is left, gaps and emptied batches included, to the same state.
 
 Event-loop thread only; the GroupCoordinator is its only caller.
 """
@@ -19,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.replica_manager import ProduceResult, ReplicaManager, now_ms
-from minikafka.storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from minikafka.storage.errors import OffsetOutOfRangeError
 from protocol.errors import ErrorCode
 from protocol.record_codec import NewRecord, decode_records, encode_batch
 from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError
@@ -52,14 +50,12 @@ class OffsetsTopic:
 
     The topic is created on first use (FindCoordinator asks the controller), with
     offsets.topic.num.partitions partitions; after that its real partition count counts.
-    `dirty[p]` counts superseded records in partition p (an estimate the coordinator keeps).
     """
 
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, default_partitions: int) -> None:
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.default_partitions = default_partitions
-        self.dirty: dict[int, int] = {}
 
     @property
     def exists(self) -> bool:
@@ -123,7 +119,6 @@ class OffsetsTopic:
             log.warning("write to %s-%d failed: %s %s", OFFSETS_TOPIC, partition, result.error.name,
                         result.error_message or "")
             return _APPEND_ERRORS.get(result.error, ErrorCode.UNKNOWN_SERVER_ERROR)
-        self.dirty[partition] = self.dirty.get(partition, 0) + len(chunk)
         return ErrorCode.NONE
 
     async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
@@ -169,27 +164,3 @@ class OffsetsTopic:
             if advanced <= offset:
                 return
             offset = advanced
-
-    def rewrite(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode:
-        """Replace the partition's content by `records` (the live state): roll the log, append
-        them, then move the log start offset to where they begin."""
-        status = self.status(partition)
-        if status != ErrorCode.NONE:
-            return status
-        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
-        assert hosted is not None
-        try:
-            hosted.log.roll(now_ms())
-        except KafkaStorageError:
-            return ErrorCode.NOT_COORDINATOR
-        start = hosted.log.log_end_offset
-        error = self.append(partition, records)
-        if error != ErrorCode.NONE:
-            return error
-        error, _ = self.replica_manager.delete_records(OFFSETS_TOPIC, partition, start, internal=True)
-        if error != ErrorCode.NONE:
-            return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
-        log.info("%s-%d rewritten: %d live records from offset %d, older segments deleted",
-                 OFFSETS_TOPIC, partition, len(records), start)
-        self.dirty[partition] = 0
-        return ErrorCode.NONE

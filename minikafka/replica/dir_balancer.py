@@ -159,6 +159,7 @@ class DirBalancer:
             # A finished move's source is removed in the background: measure without it.
             await self.mover.wait_for_cleanups()
             seen = self.observe()
+            SPREAD.set(projected_spread(seen.dirs, seen.replicas))
             self._adopt(plan_balance(seen.dirs, seen.replicas, settings.threshold_percent,
                                      self.log_manager.min_free_bytes, pinned=self._pinned), seen.dirs_key)
         self._start_moves()

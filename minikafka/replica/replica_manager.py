@@ -19,6 +19,7 @@ from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.replication_quota import REPLICATION_BYTES_OUT, ReplicationThrottles
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
+    InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
     NoLiveLogDirError,
@@ -275,6 +276,8 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     last_offset: int = -1
+    # (index of a record in its batch, why it was refused): Produce v8+'s record_errors.
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -552,6 +555,8 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc))
         except InvalidTimestampError as exc:
             return ProduceResult(ErrorCode.INVALID_TIMESTAMP, error_message=str(exc))
+        except InvalidRecordError as exc:
+            return ProduceResult(ErrorCode.INVALID_RECORD, error_message=str(exc), record_errors=exc.record_errors)
         except KafkaStorageError as exc:
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
         self._wake((topic, index))

@@ -40,6 +40,7 @@ from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
 from minikafka.server.log_dir_reports import LogDirReports
 from minikafka.server.metrics import export_catch_up
+from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 from minikafka.storage.errors import (
     InconsistentMetadataError,
     KafkaStorageError,
@@ -105,6 +106,7 @@ class Broker:
             self.controller = ZkClusterAdmin(self.config, self.zk, self.metadata, self._apply_broker_configs_soon,
                                              self.log_manager.preferred_log_dirs)
         self.mover = self._create_mover()
+        self.cleaner = self._create_cleaner()
         self.dir_failures = LogDirFailureHandler(
             self.log_manager, self.replica_manager, self.failure_channel,
             on_replicas_offline=self._replicas_offline,
@@ -117,6 +119,7 @@ class Broker:
         self.mover.start()
         self.balancer = self._create_balancer()
         self.balancer.start()
+        self.cleaner.start()
         self.group_coordinator = self._start_group_coordinator()
         self._listen()
         self._start_metrics()
@@ -244,6 +247,13 @@ class Broker:
         self.failure_channel.add_listener(lambda _dir, _cause: balancer.wake())
         return balancer
 
+    def _create_cleaner(self) -> LogCleaner:
+        """The log cleaner of the compacted logs, its throttle following the dynamic config."""
+        cleaner = LogCleaner(self.log_manager, self.failure_channel, CleanerConfig.from_broker(self.config))
+        self.config.on_change("log.cleaner.io.max.bytes.per.second",
+                              lambda _key, rate: cleaner.throttle.set_rate(rate))
+        return cleaner
+
     def _follow_replication_throttle_rates(self) -> None:
         """The replication throttles (KIP-73) at their configured rates, following dynamic changes."""
         throttles = self.replica_manager.replication_throttles
@@ -357,6 +367,7 @@ class Broker:
         await self.dir_failures.stop()
         await self.balancer.stop()
         await self.mover.stop()
+        await self.cleaner.stop()
         self.log_manager.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

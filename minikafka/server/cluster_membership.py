@@ -219,7 +219,7 @@ class ClusterMembership:
             if kind == "topics":
                 configs = await self.zk.entity_configs("topics", entity_name) or {}
                 self._topic_configs[entity_name] = configs
-                self.replica_manager.update_config(entity_name, log_config_for(configs, self.config))
+                self.replica_manager.update_config(entity_name, log_config_for(configs, self.config, entity_name))
                 self.replica_manager.replication_throttles.update_topic(entity_name, configs)
                 log.info("configs of topic %s are now %s", entity_name, configs)
             elif kind == "brokers":

@@ -127,7 +127,7 @@ class ControllerCommands:
 
     def _apply(self, command: PartitionCommand, topic_configs: dict[str, str]) -> ErrorCode:
         key = (command.topic, command.index)
-        config = log_config_for(topic_configs, self.config)
+        config = log_config_for(topic_configs, self.config, command.topic)
         manager = self.replica_manager
         before = manager.get_partition(*key)
         was_leader = before is not None and before.is_leader

@@ -19,6 +19,8 @@ CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# Where each compacted log's dirty part starts (the log cleaner's checkpoint).
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"

@@ -9,6 +9,7 @@ __all__ = [
     "InconsistentMetadataError",
     "InconsistentTopicIdError",
     "InvalidProducerEpochError",
+    "InvalidRecordError",
     "KafkaStorageError",
     "LogDirLockedError",
     "NoLiveLogDirError",
@@ -51,6 +52,16 @@ class InvalidProducerEpochError(StorageError):
 
 class OutOfOrderSequenceError(StorageError):
     """A producer's batch does not continue its sequence (a gap, or an old batch not cached)."""
+
+
+class InvalidRecordError(StorageError):
+    """A batch holds a record the topic cannot take (a record without a key on a compacted
+    topic); ``record_errors`` lists (index of the record in its batch, why), as Produce v8+
+    answers them."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class InvalidTimestampError(StorageError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -17,10 +18,12 @@ from minikafka.storage.checkpoints import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from minikafka.storage.crash_points import hook_point
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import (
     CorruptRecordError,
     InconsistentTopicIdError,
+    InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -29,14 +32,19 @@ from minikafka.storage.errors import (
 from minikafka.storage.leader_epoch import LeaderEpochCache
 from minikafka.storage.producer_state import ProducerStateManager
 from minikafka.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileSlice,
     Segment,
+    last_offset_in_file,
+    segment_name,
 )
-from protocol.record_codec import CODECS, recompress_batch
+from protocol.record_codec import CODECS, keyless_records, recompress_batch
 from protocol.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -51,8 +59,9 @@ logger = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
-# Leftovers of interrupted operations that a restart discards.
-_STALE_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".swap", ".cleaned")
+# Leftovers of interrupted operations that a restart discards (a clean's ``.swap`` files are
+# finished instead: see Log.replace_segments).
+_STALE_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)
 
 
 @dataclass
@@ -72,6 +81,11 @@ class LogConfig:
     compression_type: str = "producer"  # the codec batches are stored in ("producer": as sent)
     timestamp_before_max_ms: int = 2**63 - 1  # how far in the past a CreateTime may be
     timestamp_after_max_ms: int = 2**63 - 1  # and how far in the future
+    cleanup_policy: tuple[str, ...] = ("delete",)  # compact and/or delete
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+    delete_retention_ms: int = 86_400_000  # how long a tombstone outlives the clean that first sees it
 
     def __post_init__(self) -> None:
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
@@ -83,6 +97,16 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner keeps the latest record of each key (and records need keys)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Retention (retention.ms, retention.bytes) deletes old segments."""
+        return "delete" in self.cleanup_policy
 
 
 @dataclass(slots=True)
@@ -143,10 +167,12 @@ def _now_ms() -> int:
 
 class Log:
     """Owns one partition replica's directory: segments, log start/end offsets, high
-    watermark, recovery point, leader-epoch cache and producer state.
+    watermark, recovery point, cleaner checkpoint, leader-epoch cache and producer state.
 
     Only the broker's event-loop thread calls it (ReplicaManager for appends and reads,
-    LogManager for loading, retention, checkpoints and shutdown); it takes no locks.
+    LogManager for loading, retention, checkpoints and shutdown, the LogCleaner to swap in
+    cleaned segments); it takes no locks. The cleaner's threads read sealed segments through
+    their own duplicates of the fds and write ``.cleaned`` files, never touching this object.
     """
 
     def __init__(
@@ -165,6 +191,12 @@ class Log:
         self.log_start_offset = 0
         self.high_watermark = 0
         self.recovery_point = 0
+        # Where the part of the log the cleaner has not compacted yet starts (Kafka's cleaner
+        # checkpoint, kept in the log dir's cleaner-offset-checkpoint).
+        self.clean_until = 0
+        # Bumped by every change of the segments other than an append (truncation, retention, a
+        # cleaned swap): a clean prepared against an older generation is thrown away.
+        self.segments_generation = 0
         self._leo = 0
         self.leader_epochs = LeaderEpochCache(dir_path, guard)
         self.producer_state = ProducerStateManager(dir_path, guard)
@@ -194,7 +226,7 @@ class Log:
     def load(
         cls, log_dir: str, dir_path: str, config: LogConfig, guard: DirGuard, *, clean: bool,
         recovery_point: int | None = None, log_start_offset: int | None = None,
-        high_watermark: int | None = None, topic_id: uuid.UUID | None = None,
+        high_watermark: int | None = None, topic_id: uuid.UUID | None = None, clean_until: int | None = None,
     ) -> Log:
         """Open an existing partition dir (or a move's future dir); without ``clean``, recover
         from the recovery point."""
@@ -215,11 +247,16 @@ class Log:
         if stored_id is None and topic_id is not None:
             write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard)
         log._load_segments(clean, recovery_point, log_start_offset, high_watermark)
+        log.clean_until = min(max(clean_until or 0, log.log_start_offset), log.log_end_offset)
         return log
 
     def _scan_dir(self) -> list[int]:
         with self.guard:
             names = os.listdir(self.dir_path)
+        if any(name.endswith(SWAP_SUFFIX) for name in names):
+            self._finish_swaps(names)
+            with self.guard:
+                names = os.listdir(self.dir_path)
         bases: list[int] = []
         stems_with_log = {name[: -len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
         for name in names:
@@ -234,6 +271,35 @@ class Log:
                 with self.guard:
                     os.unlink(path)
         return sorted(bases)
+
+    def _finish_swaps(self, names: list[str]) -> None:
+        """A clean's swap was decided (its ``.log.swap`` exists) but not finished: the segments
+        whose offsets it covers go, it takes its final name. Its index files are dropped, to be
+        rebuilt from the .log (an index renamed before the crash may be a stale one)."""
+        bases = sorted(int(name[:20]) for name in names if name.endswith(LOG_SUFFIX) and name[:20].isdigit()
+                       and len(name) == 20 + len(LOG_SUFFIX))
+        for name in sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
+            base = int(name[:20])
+            swap_path = os.path.join(self.dir_path, name)
+            end = last_offset_in_file(swap_path, self.guard) + 1
+            replaced = [b for b in bases if base <= b < max(end, base + 1)]
+            with self.guard:
+                for old in replaced:
+                    for suffix in SEGMENT_SUFFIXES:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(os.path.join(self.dir_path, segment_name(old) + suffix))
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    for stale in (segment_name(base) + suffix + SWAP_SUFFIX, segment_name(base) + suffix):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(os.path.join(self.dir_path, stale))
+                os.rename(swap_path, os.path.join(self.dir_path, segment_name(base) + LOG_SUFFIX))
+            fsync_dir(self.dir_path, self.guard)
+            logger.info("%s: finished swapping in the cleaned segment %s (replacing %d segment(s)), decided before "
+                        "the broker stopped", self.name, segment_name(base), len(replaced))
+        with self.guard:
+            for name in os.listdir(self.dir_path):
+                if name.endswith(SWAP_SUFFIX):  # an index swap file whose log never became one
+                    os.unlink(os.path.join(self.dir_path, name))
 
     def _load_segments(
         self, clean: bool, recovery_point: int | None, log_start_offset: int | None,
@@ -336,6 +402,8 @@ class Log:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes exceeds max.message.bytes {max_bytes} for {self.name}"
                 )
+        if self.config.compact:
+            self._check_keys(records, batches)
         if self.config.compression_type != "producer":
             records, batches = self._recompressed(records, batches)
         if not self.config.log_append_time:
@@ -368,6 +436,15 @@ class Log:
             first_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset,
             records_count=count, size_bytes=len(buf),
         )
+
+    def _check_keys(self, records: bytes, batches: list[tuple[int, BatchHeader]]) -> None:
+        """A compacted topic keeps the latest record of each key: a record without one is refused,
+        with its whole batch and request (Kafka's LogValidator)."""
+        why = f"Compacted topic cannot accept message without key in topic partition {self.name}."
+        for pos, header in batches:
+            keyless = keyless_records(records, pos, header)
+            if keyless:
+                raise InvalidRecordError(why, [(index, why) for index in keyless])
 
     def _recompressed(self, records: bytes, batches: list[tuple[int, BatchHeader]]
                       ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
@@ -572,10 +649,12 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self.segments_generation += 1
         self._leo = self.segments[-1].next_offset
         self.high_watermark = min(self.high_watermark, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
         self.log_start_offset = min(self.log_start_offset, self._leo)
+        self.clean_until = min(self.clean_until, self._leo)
         self.leader_epochs.truncate_from_end(self._leo)
         self._rebuild_producer_state()
 
@@ -602,8 +681,9 @@ class Log:
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete the oldest segments breaching retention.ms or retention.bytes (never the
-        active one) and purge files whose deletion delay is over; returns segments deleted."""
-        candidates = self.segments[:-1]
+        active one; only under cleanup.policy delete) or wholly below the log start offset, and
+        purge files whose deletion delay is over; returns segments deleted."""
+        candidates = self.segments[:-1] if self.config.delete else []
         by_time = 0
         if self.config.retention_ms >= 0:
             for segment in candidates:
@@ -630,17 +710,58 @@ class Log:
         return count
 
     def _delete_leading_segments(self, count: int, now_ms: int) -> None:
+        self.segments_generation += 1
         doomed = self.segments[:count]
         del self.segments[:count]
         del self._bases[:count]
-        for segment in doomed:
-            segment.on_become_inactive()
+        self._retire(doomed, now_ms)
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+
+    def _retire(self, segments: list[Segment], now_ms: int) -> None:
+        """Segments no longer in the log: renamed ``.deleted`` and removed after
+        file.delete.delay.ms (open FileSlices keep reading them meanwhile)."""
+        for segment in segments:
             if self.config.file_delete_delay_ms <= 0:
                 segment.delete()
             else:
                 segment.rename_for_delete()
                 self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
-        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+
+    # ---- compaction ----------------------------------------------------------------------
+
+    def replace_segments(self, old: list[Segment], now_ms: int) -> Segment:
+        """Swap in the cleaned copy of ``old`` (consecutive sealed segments of this log), which a
+        cleaner wrote as ``<base>.{log,index,timeindex}.cleaned`` with the first one's base offset.
+        Crash-safe, as Kafka's cleaner does it:
+
+          1. the .cleaned files become .swap, the .log last: its rename decides the swap, and a
+             startup that finds a .log.swap finishes it (``_finish_swaps``);
+          2. the old segments are renamed .deleted (removed after file.delete.delay.ms);
+          3. the .swap files take their final names.
+
+        Returns the new segment. Runs on the event loop, between two appends: renames and two
+        fsyncs of the directory, no record data."""
+        first = self.segments.index(old[0])
+        if self.segments[first:first + len(old)] != old or first + len(old) >= len(self.segments):
+            raise ValueError(f"{self.name}: the segments to replace are not consecutive sealed segments of the log")
+        base = old[0].base_offset
+        stem = os.path.join(self.dir_path, segment_name(base))
+        with self.guard:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                os.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
+        fsync_dir(self.dir_path, self.guard)
+        hook_point("clean.swap_decided")
+        self._retire(old, now_ms)
+        hook_point("clean.old_segments_retired")
+        with self.guard:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                os.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
+        fsync_dir(self.dir_path, self.guard)
+        new = Segment.open(self.dir_path, base, self.guard, self.config.index_interval_bytes)
+        self.segments[first:first + len(old)] = [new]
+        self._bases[first:first + len(old)] = [base]
+        self.segments_generation += 1
+        return new
 
     def _purge_deleted(self, now_ms: int) -> None:
         due = [segment for deadline, segment in self._pending_deletes if deadline <= now_ms]

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 
 from minikafka.storage.checkpoints import (
+    CLEANER_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
     PARTITION_METADATA,
@@ -31,6 +32,7 @@ from minikafka.storage.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from minikafka.storage.crash_points import hook_point
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import (
     InconsistentMetadataError,
@@ -71,28 +73,6 @@ ROOM_PROBE_BYTES = 64 * 1024
 # Written (durably) into a move's future dir before the swap starts: from then on the future
 # log is the partition's data, whatever instant a crash hits (see replace_current_with_future).
 MOVE_MARKER_FILE = "minikafka-move-committed.json"
-# Test-only, read once at startup: MINIKAFKA_TEST_EXIT_AT=<point> makes the process exit at
-# once (no cleanup, as kill -9 would) when it reaches that named point of a move;
-# MINIKAFKA_TEST_PAUSE_AT=<point> freezes it there (the whole event loop) for a test to kill it.
-_EXIT_AT = os.environ.get("MINIKAFKA_TEST_EXIT_AT", "")
-_PAUSE_AT = os.environ.get("MINIKAFKA_TEST_PAUSE_AT", "")
-TEST_EXIT_STATUS = 86
-
-
-def hook_point(point: str) -> None:
-    """A named instant of a move where a crash test may stop the process (see above)."""
-    if point == _EXIT_AT:
-        logger.warning("test hook: exiting at %s", point)
-        logging.shutdown()
-        os._exit(TEST_EXIT_STATUS)
-    if point == _PAUSE_AT:
-        logger.warning("test hook: paused at %s", point)
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        while True:
-            time.sleep(3600)
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -297,6 +277,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
         high_watermarks = self._read_checkpoint(log_dir, REPLICATION_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+        clean_until = self._read_checkpoint(log_dir, CLEANER_CHECKPOINT)
         with guard:
             names = sorted(os.listdir(log_dir))
         loaded: dict[TopicPartition, Log] = {}
@@ -320,12 +301,14 @@ class LogManager:
                     raise InconsistentMetadataError(
                         f"partition {name} is in two log dirs: {self.logs[key].log_dir} and {log_dir}"
                     )
-                offsets = (recovery_points.get(key), log_start_offsets.get(key), high_watermarks.get(key))
+                offsets: tuple[int | None, ...] = (recovery_points.get(key), log_start_offsets.get(key),
+                                                   high_watermarks.get(key), clean_until.get(key))
                 if key not in log_start_offsets:
                     offsets = self._marker_offsets(log_dir, path, offsets)
                 found = Log.load(
                     log_dir, path, self.default_config, guard, clean=clean,
                     recovery_point=offsets[0], log_start_offset=offsets[1], high_watermark=offsets[2],
+                    clean_until=offsets[3],
                 )
                 if twin is not None and self._settle_twins(twin, found) is twin:
                     continue
@@ -685,12 +668,13 @@ class LogManager:
             "log_end_offset": current.log_end_offset,
             "log_start_offset": current.log_start_offset,
             "high_watermark": current.high_watermark,
+            "clean_until": current.clean_until,
         }
         write_atomically(os.path.join(future.dir_path, MOVE_MARKER_FILE), json.dumps(marker).encode(), dest_guard)
         hook_point("swap.marker_written")
         new = Log.load(future.log_dir, future.dir_path, current.config, self._guards[future.log_dir], clean=True,
                        recovery_point=current.log_end_offset, log_start_offset=current.log_start_offset,
-                       high_watermark=current.high_watermark)
+                       high_watermark=current.high_watermark, clean_until=current.clean_until)
         current.close()
         del self.future_logs[key]
         self.logs[key] = new
@@ -751,15 +735,14 @@ class LogManager:
             return None
         return marker
 
-    def _marker_offsets(self, log_dir: str, path: str,
-                        offsets: tuple[int | None, int | None, int | None]) -> tuple[int | None, int | None, int | None]:
+    def _marker_offsets(self, log_dir: str, path: str, offsets: tuple[int | None, ...]) -> tuple[int | None, ...]:
         """Offsets for a log its dir's checkpoints do not list yet: a moved log still holding its
         swap marker has them there (everything up to its log end then was fsynced)."""
         marker = self._read_marker(log_dir, path)
         if marker is None:
             return offsets
         return (int(marker["log_end_offset"]), int(marker["log_start_offset"]),  # type: ignore[call-overload]
-                int(marker["high_watermark"]))  # type: ignore[call-overload]
+                int(marker["high_watermark"]), int(marker.get("clean_until", 0)))  # type: ignore[call-overload]
 
     def _move_explains(self, first: str, second: str) -> bool:
         """Whether one of two dirs of the same partition holds a move marker naming the
@@ -857,7 +840,8 @@ class LogManager:
         end = int(marker["log_end_offset"])  # type: ignore[call-overload]
         self.logs[key] = Log.load(log_dir, final, self.default_config, self._guards[log_dir], clean=False,
                                   recovery_point=end, log_start_offset=int(marker["log_start_offset"]),  # type: ignore[call-overload]
-                                  high_watermark=int(marker["high_watermark"]))  # type: ignore[call-overload]
+                                  high_watermark=int(marker["high_watermark"]),  # type: ignore[call-overload]
+                                  clean_until=int(marker.get("clean_until", 0)))  # type: ignore[call-overload]
         logger.info("finished the swap of %s into %s, decided before the broker stopped", name, log_dir)
         if marker["source_dir"] in self.live_dirs:
             self._checkpoint_dir(log_dir)
@@ -900,6 +884,17 @@ class LogManager:
             os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
             {key: log.log_start_offset for key, log in logs.items()}, guard,
         )
+        self._write_cleaner_checkpoint(log_dir, logs)
+
+    def write_cleaner_checkpoint(self, log_dir: str) -> None:
+        """Record where the dirty part of each cleaned log of ``log_dir`` starts (after a clean)."""
+        self.verify_dir(log_dir)
+        self._write_cleaner_checkpoint(log_dir, {(log.topic, log.partition): log for log in self.logs_in_dir(log_dir)})
+
+    def _write_cleaner_checkpoint(self, log_dir: str, logs: dict[TopicPartition, Log]) -> None:
+        write_offset_checkpoint(os.path.join(log_dir, CLEANER_CHECKPOINT),
+                                {key: log.clean_until for key, log in logs.items() if log.clean_until > 0},
+                                self._guards[log_dir])
 
     def flush(self) -> None:
         """fsync every log's unflushed data, moving recovery points to the log ends."""

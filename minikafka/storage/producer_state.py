@@ -90,6 +90,11 @@ class ProducerStateManager:
         self.guard = guard
         self.producers: dict[int, ProducerEntry] = {}
 
+    def last_offsets(self) -> dict[int, int]:
+        """{producer id: last offset of its newest batch}: a log cleaner keeps that batch (empty
+        if need be), so the producer's sequence survives a restart's replay of the log."""
+        return {pid: entry.batches[-1].last_offset for pid, entry in self.producers.items() if entry.batches}
+
     # ---- validation and update -----------------------------------------------------------
 
     def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:

@@ -25,6 +25,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+# A log cleaner writes a segment's replacement as ``.cleaned`` files and renames them ``.swap``
+# once complete: the ``.log.swap`` rename decides the swap (Kafka's suffixes).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 # Read-ahead when walking batch headers: large enough to cover a whole index interval of
@@ -150,6 +154,21 @@ class _BatchScan:
             return os.pread(self.fd, size, pos)
 
 
+def last_offset_in_file(path: str, guard: DirGuard) -> int:
+    """The last offset of the last whole batch of a segment file (-1 if it holds none)."""
+    with guard:
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        with guard:
+            size = os.fstat(fd).st_size
+        last = -1
+        for _, header in _BatchScan(fd, 0, size, guard, validate=False):
+            last = header.last_offset
+        return last
+    finally:
+        os.close(fd)
+
+
 class Segment:
     """Owns one segment's three files, their fds and the in-memory copy of its indexes.
 
@@ -229,7 +248,7 @@ class Segment:
         if last is not None and last[0] > self._max_timestamp:
             self._max_timestamp, self._offset_of_max_timestamp = last
         self._loaded = True
-        self.rolling_base_ms = self._first_batch_timestamp()
+        self.rolling_base_ms = self.first_batch_timestamp()
 
     def _set_tail(self, tail: list[tuple[int, BatchHeader]]) -> None:
         """Adopt the batches from the last offset-index entry to the end of the file."""
@@ -251,7 +270,8 @@ class Segment:
             del self._recent_last_offsets[:drop]
             del self._recent_positions[:drop]
 
-    def _first_batch_timestamp(self) -> int | None:
+    def first_batch_timestamp(self) -> int | None:
+        """The first batch's max timestamp (else the file's mtime); None for an empty segment."""
         if self.size < BATCH_HEADER_SIZE:
             return None
         with self.guard:
@@ -304,7 +324,7 @@ class Segment:
         if max_ts > self._max_timestamp:
             self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
         self._loaded = True
-        self.rolling_base_ms = self._first_batch_timestamp()
+        self.rolling_base_ms = self.first_batch_timestamp()
         return truncated
 
     def recover(self) -> int:
@@ -487,6 +507,13 @@ class Segment:
             return
         for _, header in self._scan_from(position):
             yield header
+
+    def duplicate_fd(self) -> int:
+        """A duplicate of the .log's fd, for a reader outside the event loop (a log cleaner's
+        thread) that must keep reading after this segment is closed or renamed; the caller
+        closes it."""
+        with self.guard:
+            return os.dup(self._log_fd)
 
     def slice(self, start: int, end: int) -> FileSlice:
         with self.guard:

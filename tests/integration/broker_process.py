@@ -187,6 +187,8 @@ class BrokerProcess:
             "auto.create.topics.enable": "true",
         }
         self.overrides.update(overrides or {})
+        # Environment variables of this broker's next start only (a test hook for one broker).
+        self.extra_env: dict[str, str] = {}
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -205,7 +207,7 @@ class BrokerProcess:
         return cmd
 
     def environment(self) -> dict[str, str]:
-        return dict(os.environ, PYTHONUNBUFFERED="1")
+        return dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
 
     def start(self) -> BrokerProcess:
         if self.is_running():

@@ -187,7 +187,7 @@ def test_every_kafka_topic_config_is_accepted_described_and_honoured(module_brok
         assert entries[key].value == value, key
         assert entries[key].source == confluent_kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value, key
     bad = {"compression.type": "brotli", "min.cleanable.dirty.ratio": "1.5", "preallocate": "maybe",
-           "remote.storage.enable": "true", "cleanup.policy": "compact", "segment.index.bytes": "2"}
+           "remote.storage.enable": "true", "cleanup.policy": "shred", "segment.index.bytes": "2"}
     for key, value in bad.items():
         name = f"bad-{key.replace('.', '-')}"
         future = admin.create_topics([confluent_kafka.admin.NewTopic(name, 1, 1, config={key: value})])[name]

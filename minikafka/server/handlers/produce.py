@@ -62,6 +62,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
                 "log_append_time_ms": result.log_append_time_ms,
                 "log_start_offset": result.log_start_offset,
                 "error_message": result.error_message,
+                "record_errors": [{"batch_index": index, "batch_index_error_message": why}
+                                  for index, why in result.record_errors],
             }
             # KIP-951: tell the client where the partition went, so it need not ask Metadata first.
             state = ctx.metadata.partition(name, index) if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER \

@@ -61,12 +61,10 @@ class MemoryStore:
 
     def __init__(self, partition_count: int = 4) -> None:
         self.partition_count = partition_count
-        self.dirty: dict[int, int] = {}
         self.exists = True
         self.records: dict[int, list[KeyValue]] = {p: [] for p in range(partition_count)}
         self.fail_with: ErrorCode | None = None
         self.offline: set[int] = set()
-        self.rewrites = 0
 
     async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
         return ErrorCode.NONE
@@ -78,17 +76,10 @@ class MemoryStore:
         if self.fail_with is not None:
             return self.fail_with
         self.records[partition].extend(records)
-        self.dirty[partition] = self.dirty.get(partition, 0) + len(records)
         return ErrorCode.NONE
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         yield from list(self.records[partition])
-
-    def rewrite(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode:
-        self.records[partition] = list(records)
-        self.dirty[partition] = 0
-        self.rewrites += 1
-        return ErrorCode.NONE
 
 
 def subscription(*topics: str) -> bytes:
@@ -99,7 +90,7 @@ def make_coordinator(store: MemoryStore | None = None, scheduler: ManualSchedule
                      **config: int) -> tuple[GroupCoordinator, MemoryStore, ManualScheduler]:
     store = store if store is not None else MemoryStore()
     scheduler = scheduler if scheduler is not None else ManualScheduler()
-    settings = {"initial_rebalance_delay_ms": 0, "snapshot_min_dirty_records": 1_000_000, **config}
+    settings = {"initial_rebalance_delay_ms": 0, **config}
     coordinator = GroupCoordinator(CoordinatorConfig(**settings), store, scheduler)
     coordinator.load()
     return coordinator, store, scheduler

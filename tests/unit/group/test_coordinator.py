@@ -329,18 +329,6 @@ async def test_state_is_reloaded_from_the_store() -> None:
         assert synced["assignment"] == f"assigned-to-{m['member_id']}".encode()
 
 
-async def test_snapshots_keep_the_store_bounded() -> None:
-    coordinator, store, scheduler = make_coordinator(snapshot_min_dirty_records=50)
-    partition = coordinator.partition_for("busy")
-    for i in range(2000):
-        coordinator.commit_offsets("busy", -1, "", None, {("t", i % 10): CommitEntry(i, -1, "")})
-    assert store.rewrites >= 10
-    assert len(store.records[partition]) <= 10 + 50 + 10 + 1
-    reloaded, _, _ = make_coordinator(store=store, scheduler=scheduler)
-    error, got = reloaded.fetch_offsets("busy", None)
-    assert {tp: om.offset for tp, om in got.items()} == {("t", p): 1990 + p for p in range(10)}
-
-
 async def test_delete_groups_and_offsets() -> None:
     coordinator, store, scheduler = make_coordinator()
     (member,) = await _stable_group(coordinator, scheduler, 1, protocols=[("range", subscription("t"))])

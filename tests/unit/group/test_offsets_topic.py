@@ -1,6 +1,6 @@
 """The coordinator over the real __consumer_offsets: storage, replica and controller layers on
 temporary dirs, no sockets. Kafka's record format (kafka-python reads it), reload after a
-restart, and snapshots that keep the topic bounded."""
+restart, and a reload from the partition as the log cleaner compacts it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoo
 from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.group.schemas import GroupKey, OffsetKey, decode_key, decode_offset_value
 from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
 from minikafka.topic_config import log_config_for
@@ -31,10 +32,9 @@ PARTITIONS = 4
 class Stack:
     """One broker's layers below the server, as Broker.start builds them."""
 
-    def __init__(self, root: Path, min_dirty: int = 1_000_000, **overrides: str) -> None:
+    def __init__(self, root: Path, **overrides: str) -> None:
         dirs = [str(root / "d1"), str(root / "d2")]
-        settings = {"log.dirs": ",".join(dirs), "offsets.topic.num.partitions": str(PARTITIONS),
-                    "offsets.snapshot.min.dirty.records": str(min_dirty), **overrides}
+        settings = {"log.dirs": ",".join(dirs), "offsets.topic.num.partitions": str(PARTITIONS), **overrides}
         self.config = BrokerConfig(settings)
         self.channel = LogDirFailureChannel()
         for d in dirs:
@@ -76,7 +76,7 @@ def test_topic_created_on_first_use_and_records_in_kafkas_format(tmp_path: Path)
         assert stack.partition_error("g") == ErrorCode.NONE
         topic = stack.controller.topics()[OFFSETS_TOPIC]
         assert len(topic.partitions) == PARTITIONS
-        assert topic.configs["retention.ms"] == "-1"
+        assert topic.configs["cleanup.policy"] == "compact"
         _commit(stack, "g", {("orders", 0): 10, ("orders", 1): 20})
         partition = stack.coordinator.partition_for("g")
         log_ = stack.replica_manager.get_partition(OFFSETS_TOPIC, partition).log
@@ -129,24 +129,31 @@ async def test_groups_and_offsets_survive_a_restart(tmp_path: Path) -> None:
         stack.close()
 
 
-def test_snapshots_bound_the_topic_and_keep_the_state(tmp_path: Path) -> None:
-    stack = Stack(tmp_path, min_dirty=50, **{"offsets.topic.segment.bytes": "4096"})
+async def test_the_cleaner_bounds_the_topic_and_a_reload_reads_the_compacted_log(tmp_path: Path) -> None:
+    stack = Stack(tmp_path, **{"offsets.topic.segment.bytes": "4096"})
     try:
         assert stack.partition_error("busy") == ErrorCode.NONE
         partition = stack.coordinator.partition_for("busy")
         for i in range(3000):
             _commit(stack, "busy", {("t", i % 20): i})
+        _commit(stack, "gone", {("t", 0): 1})
+        stack.coordinator.delete_groups(["gone"])
         log_ = stack.replica_manager.get_partition(OFFSETS_TOPIC, partition).log
-        assert log_.log_start_offset > 2500, "the log start never moved past superseded commits"
-        assert log_.log_end_offset - log_.log_start_offset <= 20 + 50 + 20, log_
-        assert log_.size_bytes < 64 * 1024
+        assert log_.config.compact and not log_.config.delete
+        before = log_.size_bytes
+        cleaner = LogCleaner(stack.log_manager, stack.channel, CleanerConfig())
+        assert ("__consumer_offsets", partition) in cleaner.clean_what_is_due()
+        await cleaner.wait_for_cleans()
+        await cleaner.stop()
+        assert log_.size_bytes < before / 10, (before, log_.size_bytes)
     finally:
         stack.close()
     stack = Stack(tmp_path)
     try:
         got = stack.coordinator.fetch_offsets("busy", None)[1]
         assert {tp: om.offset for tp, om in got.items()} == {("t", p): 2980 + p for p in range(20)}
+        assert "gone" not in stack.coordinator.groups
         keys = [decode_key(k) for k, _ in stack.topic.read(partition)]
-        assert all(isinstance(k, OffsetKey | GroupKey) for k in keys) and len(keys) <= 90
+        assert all(isinstance(k, OffsetKey | GroupKey) for k in keys) and len(keys) < 300
     finally:
         stack.close()
