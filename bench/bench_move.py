@@ -46,7 +46,7 @@ THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 SEGMENT_BYTES = 128 * MiB
 
 
-def fill(bootstrap: str, topic: str, total_bytes: int, record_bytes: int = 64 << 10) -> None:
+def fill(bootstrap: str, topic: str, total_bytes: int, record_bytes: int = 64 << 10, partition: int = 0) -> None:
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
                                          "batch.size": 1_000_000, "compression.type": "none",
                                          "queue.buffering.max.kbytes": 512 * 1024})
@@ -54,7 +54,7 @@ def fill(bootstrap: str, topic: str, total_bytes: int, record_bytes: int = 64 <<
     for _ in range(total_bytes // record_bytes):
         while True:
             try:
-                producer.produce(topic, value=value, partition=0)
+                producer.produce(topic, value=value, partition=partition)
                 break
             except BufferError:
                 producer.poll(0.01)

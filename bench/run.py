@@ -5,12 +5,13 @@ acks=1 and acks=all and 1 and 8 partitions: produces N uncompressed 1 KiB record
 topic and reads them all back, timing each; every configuration runs R times, interleaved.
 Prints a markdown table, then runs bench/bench_codec.py (the protocol codec's cost per
 request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_move.py (moves
-between log dirs), bench/bench_spark.py (the Spark data source's batch read), bench/bench_cleaner.py
-(log compaction) and bench/bench_cluster.py (replication, failover and catch-up of a three-broker cluster) and prints
-their reports.
+between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned against the lower
+bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
+read), bench/bench_cleaner.py (log compaction) and bench/bench_cluster.py (replication, failover and
+catch-up of a three-broker cluster) and prints their reports.
 
 Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
-       [--skip-move] [--skip-spark] [--skip-cleaner] [--skip-cluster]
+       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cluster]
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-codec", action="store_true")
     parser.add_argument("--skip-rebalance", action="store_true", help="skip bench/bench_rebalance.py")
     parser.add_argument("--skip-move", action="store_true", help="skip bench/bench_move.py")
+    parser.add_argument("--skip-balancer", action="store_true", help="skip bench/bench_balancer.py")
     parser.add_argument("--skip-spark", action="store_true", help="skip bench/bench_spark.py")
     parser.add_argument("--skip-cluster", action="store_true", help="skip bench/bench_cluster.py")
     parser.add_argument("--skip-cleaner", action="store_true", help="skip bench/bench_cleaner.py")
@@ -200,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_move:
         print()
         print(run_script("bench_move.py", 900))
+    if not args.skip_balancer:
+        print()
+        print(run_script("bench_balancer.py", 900))
     if not args.skip_spark:
         print()
         print(run_script("bench_spark.py", 900))

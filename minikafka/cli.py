@@ -98,7 +98,7 @@ def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     if log_dirs_tool.requested(args) is not None:
         return log_dirs_tool.run(args)
     if not args.recreate:
-        parser.error("log-dirs needs an action (--describe, --move, --progress or --recreate)")
+        parser.error("log-dirs needs an action (--describe, --move, --balance, --progress or --recreate)")
     try:
         config = BrokerConfig.load(args.config, args.override)
     except ConfigError as exc:

@@ -44,15 +44,15 @@ def _parse_int(text: str) -> int:
     return int(text.strip())
 
 
+def _parse_double(text: str) -> float:
+    # A plain decimal number: float() would also take "1_0", "nan" and "inf".
+    if re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", text.strip()) is None:
+        raise ValueError("expected a number")
+    return float(text.strip())
+
+
 def _parse_str(text: str) -> str:
     return text.strip()
-
-
-def _parse_double(text: str) -> float:
-    value = float(text.strip())
-    if value != value:  # NaN
-        raise ValueError("expected a number")
-    return value
 
 
 CLEANUP_POLICIES = ("compact", "delete")
@@ -245,6 +245,16 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "(default: the number of log dirs)", lambda v: v >= 1, "must be >= 1"),
         ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _parse_int, 2**63 - 1,
                   "bytes per second all moves between log dirs may copy together; changeable at run time",
+                  lambda v: v >= 1, "must be >= 1", dynamic=True),
+        ConfigDef("log.dirs.balancer.enable", _parse_bool, False,
+                  "move replicas between this broker's log dirs by itself to keep their disks evenly used",
+                  dynamic=True),
+        ConfigDef("log.dirs.balancer.threshold.percent", _parse_double, 10.0,
+                  "the disk balancer moves replicas when the used share of the fullest disk of the log dirs is "
+                  "more than this many points above that of the emptiest",
+                  lambda v: 0 <= v <= 100, "must be between 0 and 100", dynamic=True),
+        ConfigDef("log.dirs.balancer.interval.ms", _parse_int, 30_000,
+                  "how often the disk balancer looks at the log dirs (it also looks when one fails)",
                   lambda v: v >= 1, "must be >= 1", dynamic=True),
         # ---- cluster mode (zookeeper.connect) ----
         ConfigDef("leader.replication.throttled.rate", _parse_int, 2**63 - 1,
@@ -636,6 +646,8 @@ def config_type_of(definition: ConfigDef) -> int:
         return ConfigType.LIST
     if definition.parse is _parse_int:
         return ConfigType.LONG
+    if definition.parse is _parse_double:
+        return ConfigType.DOUBLE
     return ConfigType.STRING
 
 

@@ -27,6 +27,7 @@ from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.metadata_cache import MetadataCache
+from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
@@ -116,6 +117,8 @@ class Broker:
         )
         self.dir_failures.start()
         self.mover.start()
+        self.balancer = self._create_balancer()
+        self.balancer.start()
         self.cleaner.start()
         self.group_coordinator = self._start_group_coordinator()
         self._listen()
@@ -233,6 +236,16 @@ class Broker:
                             bytes_per_second=self.config[throttle_key])
         self.config.on_change(throttle_key, lambda _key, rate: mover.throttle.set_rate(rate))
         return mover
+
+    def _create_balancer(self) -> DirBalancer:
+        """The disk balancer, woken when its settings change or a log dir fails."""
+        config = self.config
+        balancer = DirBalancer(self.log_manager, self.mover, lambda: BalancerSettings(
+            config[BALANCER_ENABLE], config[BALANCER_THRESHOLD], config[BALANCER_INTERVAL]))
+        for key in (BALANCER_ENABLE, BALANCER_THRESHOLD, BALANCER_INTERVAL):
+            config.on_change(key, lambda _key, _value: balancer.wake())
+        self.failure_channel.add_listener(lambda _dir, _cause: balancer.wake())
+        return balancer
 
     def _create_cleaner(self) -> LogCleaner:
         """The log cleaner of the compacted logs, its throttle following the dynamic config."""
@@ -352,6 +365,7 @@ class Broker:
         if self.membership is not None:
             await self.membership.stop()
         await self.dir_failures.stop()
+        await self.balancer.stop()
         await self.mover.stop()
         await self.cleaner.stop()
         self.log_manager.shutdown()
@@ -362,6 +376,9 @@ class Broker:
 
 # The controller's requests: a cluster broker serves them, an embedded one has no controller but itself.
 CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 73})
+BALANCER_ENABLE = "log.dirs.balancer.enable"
+BALANCER_THRESHOLD = "log.dirs.balancer.threshold.percent"
+BALANCER_INTERVAL = "log.dirs.balancer.interval.ms"
 # How often a leader exports the byte progress of its replicas catching up.
 CATCH_UP_EXPORT_MS = 1000
 

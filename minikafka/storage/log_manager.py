@@ -455,6 +455,11 @@ class LogManager:
             st = os.statvfs(log_dir)
         return DirUsage(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize)
 
+    def file_system_of(self, log_dir: str) -> int:
+        """An id of the file system holding ``log_dir`` (its device): dirs that share one share its room."""
+        with self._guards[log_dir]:
+            return os.stat(log_dir).st_dev
+
     def placed_bytes(self, log_dir: str) -> int:
         """Bytes of the replicas (and future replicas) in ``log_dir``."""
         total = sum(log.size_bytes for log in self.logs.values() if log.log_dir == log_dir)
@@ -467,8 +472,7 @@ class LogManager:
         room: dict[str, int] = {}
         for log_dir in self.live_dirs:
             try:
-                with self._guards[log_dir]:
-                    device = os.stat(log_dir).st_dev
+                device = self.file_system_of(log_dir)
                 if device not in by_device:
                     by_device[device] = self.dir_usage(log_dir).usable_bytes
             except KafkaStorageError as exc:

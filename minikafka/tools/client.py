@@ -18,10 +18,13 @@ from typing import Any, TextIO
 
 from protocol import SUPPORTED_APIS, ErrorCode, encode_request, parse_response
 
-(METADATA, API_VERSIONS, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS,
- ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS) = 3, 18, 34, 35, 44, 45, 46
-# Private tagged field of DescribeLogDirs v2+ partition entries: why the replica's last move failed.
+(METADATA, DESCRIBE_CONFIGS, API_VERSIONS, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS,
+ ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS) = 3, 32, 18, 34, 35, 44, 45, 46
+BROKER_RESOURCE = 4
+# Private tagged fields of DescribeLogDirs v2+ (minikafka's; Kafka clients skip them): on a partition
+# entry, why the replica's last move failed; on a log dir, an id of its file system.
 MOVE_ERROR_TAG = 10_000
+FILE_SYSTEM_TAG = 10_001
 
 
 _ALL_TOPICS = {"topics": None, "allow_auto_topic_creation": False}
@@ -189,10 +192,30 @@ class Cluster:
         _, response = self.connection(broker).request(DESCRIBE_LOG_DIRS, {"topics": None})
         return list(response.results)
 
+    def broker_configs(self, broker: int, keys: list[str]) -> dict[str, str]:
+        """The values ``broker`` has for ``keys`` (DescribeConfigs); a key it does not know is left out."""
+        body = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": str(broker),
+                               "configuration_keys": keys}], "include_synonyms": False}
+        _, response = self.connection(broker).request(DESCRIBE_CONFIGS, body)
+        (result,) = response.results
+        if result.error_code:
+            raise ToolError(f"broker {broker} did not describe its configs: {ErrorCode(result.error_code).name}"
+                            + (f" ({result.error_message})" if result.error_message else ""))
+        return {entry.name: entry.value for entry in result.configs if entry.value is not None}
+
 
 def move_error(partition: Any) -> str | None:
     """Why the last move of a DescribeLogDirs partition entry failed, if the broker said."""
-    raw = (partition.get("_unknown_tagged_fields") or {}).get(MOVE_ERROR_TAG)
+    return _private_tag(partition, MOVE_ERROR_TAG)
+
+
+def file_system(result: Any) -> str | None:
+    """The file system of a DescribeLogDirs result's dir, if the broker said."""
+    return _private_tag(result, FILE_SYSTEM_TAG)
+
+
+def _private_tag(entry: Any, tag: int) -> str | None:
+    raw = (entry.get("_unknown_tagged_fields") or {}).get(tag)
     return raw.decode("utf-8", "replace") if raw is not None else None
 
 

@@ -3,6 +3,7 @@
     minikafka log-dirs --bootstrap-server HOST:PORT --describe [--broker-list 1,2] [--topic-list a,b]
     minikafka log-dirs --bootstrap-server HOST:PORT --move --assignment FILE [--progress]
     minikafka log-dirs --bootstrap-server HOST:PORT --progress
+    minikafka log-dirs --bootstrap-server HOST:PORT --balance [--dry-run | --progress] [--threshold PERCENT]
 
 ``--describe`` prints Kafka's JSON (``{"version":1,"brokers":[{"broker":..,"logDirs":[..]}]}``),
 each dir with ``totalBytes`` and ``usableBytes`` added and a partition whose last move failed
@@ -12,6 +13,11 @@ every broker holding a replica is asked), checks all of it against the file form
 cluster first (a wrong field is named, and nothing moves), then sends AlterReplicaLogDirs.
 ``--progress`` shows every move live until all are done: bytes copied of total, rate, ETA and a
 bar, read from DescribeLogDirs (a future replica's size against its current replica's).
+``--balance`` plans, for each broker, the moves between its log dirs that the broker's own disk
+balancer would make (replica/balance_plan.py, from two DescribeLogDirs a ``--interval`` apart and
+the broker's log.dirs.balancer.threshold.percent and log.dir.min.free.bytes), prints them, and
+unless ``--dry-run`` sends them at once as AlterReplicaLogDirs (each broker's mover runs them
+under its throttle); ``--progress`` then follows them.
 
 The client is a small blocking one built on this repository's ``protocol`` package, so the tool
 needs nothing the broker does not (kafka-python is a test dependency only).  One function per
@@ -24,11 +30,21 @@ import argparse
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, Action, Cluster, ToolError, move_error, run_action
-from minikafka.tools.progress import Followed, follow, take_snapshot
+from minikafka.replica.balance_plan import BalancePlan, DirLoad, ReplicaLoad, plan_balance
+from minikafka.tools.client import (
+    ALTER_REPLICA_LOG_DIRS,
+    Action,
+    Cluster,
+    ToolError,
+    file_system,
+    move_error,
+    run_action,
+)
+from minikafka.tools.progress import Followed, follow, replica_sizes, sizes_of, take_snapshot
 from minikafka.tools.reassignment import (
     ANY_DIR,
     check_fields,
@@ -273,9 +289,80 @@ def progress(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         cluster.close()
 
 
+# ---- --balance ----------------------------------------------------------------------------
+
+THRESHOLD_KEY = "log.dirs.balancer.threshold.percent"
+MIN_FREE_KEY = "log.dir.min.free.bytes"
+
+
+def balance_inputs(cluster: Cluster, broker: int, window: float) -> tuple[list[DirLoad], list[ReplicaLoad]]:
+    """The broker's live dirs and replicas as the planner takes them; growth is measured over
+    ``window`` seconds (two DescribeLogDirs)."""
+    first = sizes_of(cluster, [broker])
+    started = time.monotonic()
+    time.sleep(window)
+    results = cluster.describe(broker)
+    elapsed = max(time.monotonic() - started, 1e-3)
+    dirs = [DirLoad(r.log_dir, r.total_bytes, r.usable_bytes, file_system(r) or r.log_dir)
+            for r in results if not r.error_code and r.total_bytes > 0]
+    if not dirs and any(not r.error_code for r in results):
+        raise ToolError(f"broker {broker} does not say how large its log dirs are (DescribeLogDirs v4 needed)")
+    replicas = []
+    for key, now in sorted(replica_sizes(broker, results).items()):
+        if now.log_dir is None:
+            continue
+        before = first.get(key)
+        grew = now.size - before.size if before is not None and before.log_dir == now.log_dir else 0
+        replicas.append(ReplicaLoad(key[1], key[2], now.log_dir, now.size, max(0.0, grew / elapsed), now.future_dir,
+                                    now.future_size))
+    return dirs, replicas
+
+
+def plan_for(cluster: Cluster, broker: int, args: argparse.Namespace) -> BalancePlan:
+    configs = cluster.broker_configs(broker, [THRESHOLD_KEY, MIN_FREE_KEY])
+    threshold = args.threshold if args.threshold is not None else float(configs.get(THRESHOLD_KEY, "10"))
+    dirs, replicas = balance_inputs(cluster, broker, args.interval)
+    return plan_balance(dirs, replicas, threshold, int(configs.get(MIN_FREE_KEY, "0")))
+
+
+def print_plan(broker: int, plan: BalancePlan, out: TextIO) -> None:
+    out.write(f"broker {broker}: {plan.summary()}\n")
+    for log_dir, share in plan.shares_before.items():
+        after = f" -> {plan.shares_after[log_dir]:.1f}%" if plan.moves else ""
+        out.write(f"  {log_dir}: {share:.1f}% used{after}\n")
+    for planned in plan.moves:
+        out.write(f"  move {planned.reason(plan.threshold_percent)}\n")
+
+
+def balance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.threshold is not None and not 0 <= args.threshold <= 100:
+        raise ToolError(f"--threshold: must be between 0 and 100, not {args.threshold:g}")
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    try:
+        brokers = _broker_list(args.broker_list, cluster)
+        plans = {broker: plan_for(cluster, broker, args) for broker in brokers}
+        for broker, plan in plans.items():
+            print_plan(broker, plan, out)
+        chosen = {broker: [Assignment(m.topic, m.partition, m.dest_dir, broker) for m in plan.moves]
+                  for broker, plan in plans.items() if plan.moves}
+        if args.dry_run:
+            out.write("dry run: nothing was moved\n")
+            return 0
+        failures = send_moves(cluster, chosen, out)
+        if failures:
+            err.write(f"{len(failures)} move(s) refused\n")
+            return 1
+        if args.progress and chosen:
+            wanted = {(broker, m.topic, m.partition): m.log_dir for broker, moves in chosen.items() for m in moves}
+            return watch(cluster, sorted(chosen), wanted, args, out)
+        return 0
+    finally:
+        cluster.close()
+
+
 # ---- wiring -------------------------------------------------------------------------------
 
-ACTIONS: dict[str, Action] = {"describe": describe, "move": move, "progress": progress}
+ACTIONS: dict[str, Action] = {"describe": describe, "move": move, "progress": progress, "balance": balance}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -290,14 +377,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='{"version":1,"partitions":[{"topic":..,"partition":..,"log_dir":..}]}')
     parser.add_argument("--progress", action="store_true",
                         help="show the moves live until all are done (with --move: the ones it started)")
-    parser.add_argument("--interval", type=float, default=1.0, metavar="SECONDS", help="--progress refresh")
+    parser.add_argument("--balance", action="store_true",
+                        help="plan the moves that even out each broker's disks (as its disk balancer would) and "
+                             "run them")
+    parser.add_argument("--dry-run", action="store_true", help="with --balance: print the plan, move nothing")
+    parser.add_argument("--threshold", type=float, metavar="PERCENT",
+                        help="with --balance: the spread of used share allowed between the fullest and the "
+                             "emptiest disk (default: the broker's log.dirs.balancer.threshold.percent)")
+    parser.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                        help="--progress refresh; --balance measures replica growth over this long")
     parser.add_argument("--timeout", type=float, default=0.0, metavar="SECONDS",
                         help="--progress gives up after this long (default: never)")
 
 
 def requested(args: argparse.Namespace) -> str | None:
-    """The action of this module the arguments ask for (--move wins over --progress)."""
-    for name in ("move", "describe", "progress"):
+    """The action of this module the arguments ask for (--move and --balance win over --progress)."""
+    for name in ("move", "balance", "describe", "progress"):
         if getattr(args, name, False):
             return name
     return None
@@ -306,7 +401,9 @@ def requested(args: argparse.Namespace) -> str | None:
 def _chosen(args: argparse.Namespace) -> str:
     action = requested(args)
     if action is None:
-        raise ToolError("no action: use --describe, --move or --progress")
+        raise ToolError("no action: use --describe, --move, --balance or --progress")
+    if args.dry_run and action != "balance":
+        raise ToolError("--dry-run goes with --balance")
     return action
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TextIO
+from typing import Any, TextIO
 
 from minikafka.tools.client import LIST_PARTITION_REASSIGNMENTS, Cluster, ToolError, move_error
+from minikafka.units import format_bytes
 from protocol import ErrorCode
 
 TopicPartition = tuple[str, int]
@@ -249,17 +250,23 @@ def sizes_of(cluster: Cluster, brokers: list[int]) -> dict[tuple[int, str, int],
             if dropped is not None:
                 dropped.close()
             continue
-        for result in results:
-            for topic in result.topics:
-                for p in topic.partitions:
-                    key = (broker, topic.name, p.partition_index)
-                    sizes = found.get(key, ReplicaSizes())
-                    if p.is_future_key:
-                        sizes = replace(sizes, future_dir=result.log_dir, future_size=p.partition_size)
-                    else:
-                        sizes = replace(sizes, log_dir=result.log_dir, size=p.partition_size,
-                                        move_error=move_error(p))
-                    found[key] = sizes
+        found.update(replica_sizes(broker, results))
+    return found
+
+
+def replica_sizes(broker: int, results: list[Any]) -> dict[tuple[int, str, int], ReplicaSizes]:
+    """One broker's DescribeLogDirs results, per (broker, topic, partition)."""
+    found: dict[tuple[int, str, int], ReplicaSizes] = {}
+    for result in results:
+        for topic in result.topics:
+            for p in topic.partitions:
+                key = (broker, topic.name, p.partition_index)
+                sizes = found.get(key, ReplicaSizes())
+                if p.is_future_key:
+                    sizes = replace(sizes, future_dir=result.log_dir, future_size=p.partition_size)
+                else:
+                    sizes = replace(sizes, log_dir=result.log_dir, size=p.partition_size, move_error=move_error(p))
+                found[key] = sizes
     return found
 
 
@@ -286,16 +293,6 @@ def take_snapshot(cluster: Cluster, brokers: list[int] | None = None, reassignme
 
 
 # ---- drawing ------------------------------------------------------------------------------
-
-
-def format_bytes(n: float) -> str:
-    if abs(n) < 1024:
-        return f"{n:.0f} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        n /= 1024
-        if abs(n) < 1024:
-            return f"{n:.1f} {unit}"
-    return f"{n / 1024:.1f} TiB"
 
 
 def progress_line(entry: ProgressEntry, width: int = 30) -> str:

@@ -285,13 +285,15 @@ def log_lines(broker: BrokerProcess, *needles: str) -> list[str]:
 
 
 def produce_keyed(broker: BrokerProcess, topic: str, partitions: list[int], per_partition: int,
-                  tag: str) -> dict[bytes, tuple[int, int]]:
-    """Produce ``per_partition`` keyed records to each partition (idempotent, acks=all);
-    {key: (partition, offset)} of every acknowledged one."""
+                  tag: str, value_bytes: int = 0) -> dict[bytes, tuple[int, int]]:
+    """Produce ``per_partition`` keyed records to each partition (idempotent, acks=all), each
+    value ``value of <key>`` padded with dots to ``value_bytes``; {key: (partition, offset)} of
+    every acknowledged one."""
     acked: dict[bytes, tuple[int, int]] = {}
     for p in partitions:
         keys = [f"{tag}-{p}-{i}".encode() for i in range(per_partition)]
-        where = confluent_produce(broker.bootstrap, topic, [(k, b"value of " + k) for k in keys], partition=p)
+        where = confluent_produce(broker.bootstrap, topic, [(k, (b"value of " + k).ljust(value_bytes, b"."))
+                                                            for k in keys], partition=p)
         acked.update(zip(keys, where, strict=True))
     return acked
 
@@ -307,4 +309,4 @@ def assert_read_back(broker: BrokerProcess, topic: str, partitions: list[int],
     expected = {k: at for k, at in acked.items() if at[0] in partitions}
     assert found == expected, (f"{len(set(expected) - set(found))} acknowledged records missing, "
                                f"{len(set(found) - set(expected))} unexpected")
-    assert all(r.value == b"value of " + r.key for r in read)
+    assert all(r.value is not None and r.value.rstrip(b".") == b"value of " + r.key for r in read)

@@ -250,3 +250,20 @@ def test_kafka_image_variables_become_settings(caplog: pytest.LogCaptureFixture)
     assert config.broker_id == 2 and config["zookeeper.connect"] == "zookeeper:2181"
     # A variable naming no setting is reported, naming the key, like any unknown key.
     assert "'some_key-name' ignored" in caplog.text
+
+
+def test_disk_balancer_settings_are_dynamic_and_checked() -> None:
+    config = BrokerConfig({})
+    assert (config["log.dirs.balancer.enable"], config["log.dirs.balancer.threshold.percent"],
+            config["log.dirs.balancer.interval.ms"]) == (False, 10.0, 30_000)
+    changed = config.parse_dynamic({"log.dirs.balancer.enable": "true", "log.dirs.balancer.threshold.percent": "2.5",
+                                    "log.dirs.balancer.interval.ms": "500"})
+    assert changed == {"log.dirs.balancer.enable": True, "log.dirs.balancer.threshold.percent": 2.5,
+                       "log.dirs.balancer.interval.ms": 500}
+    for text, why in (("101", "must be between 0 and 100"), ("-1", "must be between 0 and 100"),
+                      ("ten", "expected a number"), ("nan", "expected a number"), ("1_0", "expected a number")):
+        with pytest.raises(ConfigError) as refused:
+            BrokerConfig({"log.dirs.balancer.threshold.percent": text})
+        assert str(refused.value) == (f"invalid value {text!r} for configuration "
+                                      f"'log.dirs.balancer.threshold.percent': {why}")
+    assert BrokerConfig({"log.dirs.balancer.threshold.percent": ".5"})["log.dirs.balancer.threshold.percent"] == 0.5

@@ -6,7 +6,9 @@ replica here, where the high watermark follows the log end; for a future replica
 is behind the current one) and whether it is a future replica; from v4 the total and usable
 bytes of the dir's file system.  From v2, the entry of a replica whose last move failed also
 carries the reason in a private tagged field (LogDirMover.MOVE_ERROR_TAG) that Kafka's clients
-skip and ``minikafka log-dirs`` shows.
+skip and ``minikafka log-dirs`` shows; and each live dir says which file system it is on
+(FILE_SYSTEM_TAG), so that ``minikafka log-dirs --balance`` plans as the broker's disk balancer
+does: dirs on one file system share its bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from protocol import Request
 from protocol.errors import ErrorCode
 
 API_KEY = 35
+# Private tagged field of a DescribeLogDirs v2+ result: an id of the dir's file system (its
+# device number, as text); dirs with the same id share one file system.
+FILE_SYSTEM_TAG = 10_001
 
 Wanted = dict[str, set[int]] | None
 
@@ -43,6 +48,7 @@ def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool)
         return offline
     try:
         usage = manager.dir_usage(log_dir)
+        file_system = manager.file_system_of(log_dir)
     except KafkaStorageError:
         return offline
     failures = ctx.mover.failures
@@ -65,7 +71,7 @@ def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool)
         lag = max(current.log_end_offset - future.log_end_offset, 0) if current is not None else -1
         by_topic[topic].append({"partition_index": index, "partition_size": future.size_bytes,
                                 "offset_lag": lag, "is_future_key": True})
-    return {
+    result: dict[str, Any] = {
         "error_code": ErrorCode.NONE,
         "log_dir": log_dir,
         "topics": [{"name": topic, "partitions": sorted(entries, key=lambda e: e["partition_index"])}
@@ -73,6 +79,9 @@ def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool)
         "total_bytes": usage.total_bytes,
         "usable_bytes": usage.usable_bytes,
     }
+    if tagged:
+        result["_unknown_tagged_fields"] = {FILE_SYSTEM_TAG: str(file_system).encode()}
+    return result
 
 
 def _selected(wanted: Wanted, topic: str, index: int) -> bool:
