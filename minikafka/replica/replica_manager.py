@@ -671,7 +671,10 @@ class ReplicaManager:
             log_ = partition.log
             # Only an assigned replica reads past the high watermark.
             follower = request.replica_id >= 0 and request.replica_id in partition.followers
-            if follower and partition.update_follower(request.replica_id, request.fetch_offset, now):
+            # A fetch offset outside the log says nothing of what the follower holds (past the end:
+            # a diverged tail it must truncate first), so it never counts towards the ISR.
+            if follower and log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset \
+                    and partition.update_follower(request.replica_id, request.fetch_offset, now):
                 self._wake(key)
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset
