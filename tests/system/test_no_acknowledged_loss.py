@@ -5,6 +5,8 @@ that diverged (the old leader's unreplicated tail) truncates when it comes back.
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import Producer
 
 from tests.integration.broker_process import wait_until
@@ -57,6 +59,10 @@ def test_a_diverged_old_leader_truncates_its_unreplicated_tail(cluster: Cluster)
     assert committed.flush(30) == 0
     for follower in followers:
         cluster.pause(follower)
+    # A follower paused with a fetch outstanding would get the tail in that fetch's answer and
+    # append it once resumed: let the leader answer the outstanding fetches (empty, after
+    # replica.fetch.wait.max.ms) before the tail is written.
+    time.sleep(1.0)
     try:
         tail = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "1"})
         for i in range(10):
