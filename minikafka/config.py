@@ -168,7 +168,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "what happens to old segments of a topic without cleanup.policy: delete (by retention), "
                   "compact (the latest record of each key is kept) or compact,delete", dynamic=True),
         ConfigDef("log.cleaner.enable", _parse_bool, True, "run the log cleaner, which compacts compacted topics"),
-        ConfigDef("log.cleaner.threads", _parse_int, 1, "threads cleaning logs (at most one clean per log dir at once)",
+        ConfigDef("log.cleaner.threads", _parse_int, 1, "cleans running at once, each in a process of its own (at most one per log dir)",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("log.cleaner.backoff.ms", _parse_int, 15_000, "pause of the cleaner when no log needs cleaning",
                   lambda v: v >= 0, "must be >= 0"),

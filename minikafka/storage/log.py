@@ -729,7 +729,7 @@ class Log:
 
     # ---- compaction ----------------------------------------------------------------------
 
-    def replace_segments(self, old: list[Segment], now_ms: int) -> Segment:
+    def replace_segments(self, old: list[Segment], now_ms: int, sync: bool = True) -> Segment:
         """Swap in the cleaned copy of ``old`` (consecutive sealed segments of this log), which a
         cleaner wrote as ``<base>.{log,index,timeindex}.cleaned`` with the first one's base offset.
         Crash-safe, as Kafka's cleaner does it:
@@ -739,8 +739,10 @@ class Log:
           2. the old segments are renamed .deleted (removed after file.delete.delay.ms);
           3. the .swap files take their final names.
 
-        Returns the new segment. Runs on the event loop, between two appends: renames and two
-        fsyncs of the directory, no record data."""
+        Returns the new segment. Runs on the event loop, between two appends: renames only (no
+        record data). A journaling file system keeps renames of one directory in their order;
+        ``sync`` fsyncs the directory after each step, else the caller fsyncs it afterwards, off
+        the event loop, before it records the clean anywhere."""
         first = self.segments.index(old[0])
         if self.segments[first:first + len(old)] != old or first + len(old) >= len(self.segments):
             raise ValueError(f"{self.name}: the segments to replace are not consecutive sealed segments of the log")
@@ -749,14 +751,16 @@ class Log:
         with self.guard:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
                 os.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
-        fsync_dir(self.dir_path, self.guard)
+        if sync:
+            fsync_dir(self.dir_path, self.guard)
         hook_point("clean.swap_decided")
         self._retire(old, now_ms)
         hook_point("clean.old_segments_retired")
         with self.guard:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
                 os.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
-        fsync_dir(self.dir_path, self.guard)
+        if sync:
+            fsync_dir(self.dir_path, self.guard)
         new = Segment.open(self.dir_path, base, self.guard, self.config.index_interval_bytes)
         self.segments[first:first + len(old)] = [new]
         self._bases[first:first + len(old)] = [base]
