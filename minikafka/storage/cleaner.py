@@ -2,7 +2,7 @@
 
 As Kafka's LogCleaner. A compacted log (cleanup.policy has ``compact``) has a clean part, from
 its start to its cleaner checkpoint (``Log.clean_until``), and a dirty part after it, up to the
-first offset that may not be cleaned yet (the active segment, the high watermark, records younger
+first offset that may not be cleaned yet (the active segment, the last stable offset, records younger
 than min.compaction.lag.ms). A clean:
 
   1. maps the latest offset of each key of the dirty part (``OffsetMap``; a part too large for
@@ -68,6 +68,7 @@ from minikafka.storage.segment import (
     Segment,
     segment_name,
 )
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from protocol.record_codec import batch_with_records, decompress, record_spans
 from protocol.records import (
     BATCH_HEADER_SIZE,
@@ -232,6 +233,15 @@ class CleanRequest:
     producer_last_offsets: dict[int, int]
     delete_retention_ms: int
     now_ms: int
+    # The aborted transactions of the segments (from their .txnindex), by segment base offset:
+    # their records are neither mapped nor kept, and the cleaned copy indexes them again.
+    aborted_txns: dict[int, list[AbortedTxn]] = field(default_factory=dict)
+
+    def aborted(self, header: BatchHeader) -> bool:
+        """Whether the batch belongs to an aborted transaction."""
+        return header.is_transactional and not header.is_control and any(
+            t.producer_id == header.producer_id and t.first_offset <= header.base_offset <= t.last_offset
+            for txns in self.aborted_txns.values() for t in txns)
 
 
 @dataclass
@@ -275,16 +285,17 @@ def _section(header: BatchHeader, data: bytes) -> bytes:
     return decompress(data[BATCH_HEADER_SIZE:], header.compression)
 
 
-def _map_dirty_part(sources: list[SourceSegment], start: int, end: int, offset_map: OffsetMap,
-                    throttle: IoThrottle, stats: CleanStats) -> int:
-    """Map the latest offset of each key in [start, end); returns where mapping stopped (``end``,
-    or the first offset whose key found the map full)."""
-    for source in sources:
+def _map_dirty_part(request: CleanRequest, offset_map: OffsetMap, throttle: IoThrottle, stats: CleanStats) -> int:
+    """Map the latest offset of each key in the dirty part; returns where mapping stopped (its
+    end, or the first offset whose key found the map full). Aborted transactions are not mapped:
+    their records never hide a committed value."""
+    start, end = request.first_dirty, request.first_uncleanable
+    for source in request.sources:
         if source.next_offset <= start:
             continue  # wholly in the clean part
         for header, data in _batches(source, throttle):
             stats.map_bytes_read += header.size
-            if header.last_offset < start or header.is_control:
+            if header.last_offset < start or header.is_control or request.aborted(header):
                 continue
             if header.base_offset >= end:
                 return end
@@ -379,6 +390,9 @@ def _clean_group(group: list[SourceSegment], request: CleanRequest, offset_map: 
         writer.finish()
     finally:
         writer.close()
+    aborted = [txn for source in group for txn in request.aborted_txns.get(source.base_offset, [])]
+    if aborted:
+        TransactionIndex(writer.stem + TXN_INDEX_SUFFIX + CLEANED_SUFFIX, guard).replace(aborted)
 
 
 def _cleaned_batch(header: BatchHeader, data: bytes, offset_map: OffsetMap, map_end: int, request: CleanRequest,
@@ -386,15 +400,18 @@ def _cleaned_batch(header: BatchHeader, data: bytes, offset_map: OffsetMap, map_
     """What of one batch a clean keeps: the batch as it was, rebuilt with fewer records, an empty
     batch (its producer's last), or nothing."""
     if header.is_control:
-        return data  # transaction markers: kept (transactions are not taken yet)
+        return data  # transaction markers stay: a read_committed reader may still need them
     section = _section(header, data)
     spans = record_spans(section, header)
     stats.records_read += len(spans)
     horizon = header.delete_horizon_ms
     keep_tombstones = horizon is None or request.now_ms < horizon
+    aborted = request.aborted(header)
     kept = []
     for span in spans:
         offset = header.base_offset + span.offset_delta
+        if aborted:
+            continue  # no reader ever sees them
         if offset >= map_end:
             kept.append(span)  # past what was mapped: the next clean decides
         elif span.key is not None and offset >= offset_map.get(OffsetMap.digest(span.key)) \
@@ -432,8 +449,7 @@ def clean_log(request: CleanRequest, throttle: IoThrottle) -> CleanResult:
     """Map the dirty part, then write every group up to where mapping stopped as .cleaned files."""
     stats = CleanStats()
     offset_map = OffsetMap(request.map_capacity)
-    map_end = _map_dirty_part(request.sources, request.first_dirty, request.first_uncleanable, offset_map, throttle,
-                              stats)
+    map_end = _map_dirty_part(request, offset_map, throttle, stats)
     stats.map_utilization = offset_map.utilization
     if map_end <= request.first_dirty < request.first_uncleanable:
         raise CorruptRecordError(f"log.cleaner.dedupe.buffer.size holds {offset_map.capacity} keys, too few for "
@@ -512,13 +528,13 @@ class Cleanable:
 
 def cleanable(log_: Log, now_ms: int, tombstone_horizon_ms: int | None) -> Cleanable | None:
     """How dirty a compacted log is (None: nothing can be cleaned): the dirty part runs from its
-    cleaner checkpoint to the first uncleanable offset (the active segment, the high watermark,
+    cleaner checkpoint to the first uncleanable offset (the active segment, the last stable offset,
     the first segment with records younger than min.compaction.lag.ms)."""
     config = log_.config
     if not config.compact or len(log_.segments) < 2:
         return None
     first_dirty = min(max(log_.clean_until, log_.log_start_offset), log_.log_end_offset)
-    first_uncleanable = min(log_.segments[-1].base_offset, log_.high_watermark)
+    first_uncleanable = min(log_.segments[-1].base_offset, log_.last_stable_offset)
     sealed = [s for s in log_.segments[:-1] if s.next_offset > first_dirty and s.base_offset < first_uncleanable]
     if config.min_compaction_lag_ms > 0:
         for segment in sealed:
@@ -662,7 +678,7 @@ class LogCleaner:
                                           for s in segments],
             candidate.first_dirty, candidate.first_uncleanable, self.config.map_capacity, config.segment_bytes,
             config.index_interval_bytes, log_.producer_state.last_offsets(), config.delete_retention_ms,
-            self.now_ms())
+            self.now_ms(), {s.base_offset: list(s.txn_index.entries) for s in segments if s.txn_index.entries})
         return CleanJob(log_, log_.segments_generation, {s.base_offset: s for s in segments}, request)
 
     # ---- one clean ----------------------------------------------------------------------------
