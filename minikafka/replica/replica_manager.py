@@ -250,7 +250,7 @@ class Partition:
         return self._advance_high_watermark()
 
     # ---- follower ------------------------------------------------------------------------
-    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendResult:
+    def append_as_follower(self, records: bytes | memoryview, leader_high_watermark: int) -> AppendResult:
         result = self.log.append_as_follower(records)
         self.follow_high_watermark(leader_high_watermark)
         return result

@@ -388,7 +388,7 @@ class Log:
                     f"{header.base_offset} are outside message.timestamp.before.max.ms={before} / "
                     f"message.timestamp.after.max.ms={after} of {self.name} (broker time {now_ms})")
 
-    def append_as_follower(self, records: bytes, now_ms: int | None = None) -> AppendResult:
+    def append_as_follower(self, records: bytes | memoryview, now_ms: int | None = None) -> AppendResult:
         """Store batches fetched from the leader as they are (offsets and epochs already set).
 
         Their offsets must start at or after the log end and increase; compacted batches
@@ -413,7 +413,7 @@ class Log:
             records_count=sum(h.records_count for _, h in batches), size_bytes=len(records),
         )
 
-    def _append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+    def _append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         if len(data) > self.config.segment_bytes:
             raise RecordTooLargeError(
                 f"append of {len(data)} bytes exceeds segment.bytes {self.config.segment_bytes} for {self.name}"
