@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from bench.profiles import broker_pid, profile_next_start, stop_profiling, summary  # noqa: E402
 from bench.run import produce  # noqa: E402
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 from tests.integration.clients import create_topic  # noqa: E402
@@ -42,34 +41,6 @@ def cpu_seconds(pid: int) -> float:
 def machine_load() -> str:
     with open("/proc/loadavg") as loadavg:
         return " ".join(loadavg.read().split()[:3])
-
-
-class ProfiledBroker(BrokerProcess):
-    """A broker started as the child of ``py-spy record`` (attaching to a running process needs
-    ptrace rights a shared machine may not give); SIGINT makes py-spy write its profile."""
-
-    def __init__(self, root: Path, output: Path, **kwargs: Any) -> None:
-        super().__init__(root, **kwargs)
-        self.output = output
-
-    def command(self) -> list[str]:
-        spy = str(Path(sys.executable).parent / "py-spy")
-        return [spy, "record", "--rate", "200", "--format", "speedscope", "--output", str(self.output), "--",
-                *super().command()]
-
-    def finish(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGINT)
-            self.process.wait(60)
-        self.close()
-
-
-def broker_pid(broker: BrokerProcess) -> int:
-    assert broker.process is not None
-    if isinstance(broker, ProfiledBroker):
-        with open(f"/proc/{broker.process.pid}/task/{broker.process.pid}/children") as children:
-            return int(children.read().split()[0])
-    return broker.process.pid
 
 
 def one_run(broker: BrokerProcess, topic: str, records: int) -> tuple[float, float]:
@@ -101,20 +72,23 @@ def main() -> int:
         finally:
             broker.close()
         if args.profile is not None:
-            profiled = ProfiledBroker(Path(tmp) / "profiled", args.profile.resolve(),
-                                      overrides={"auto.create.topics.enable": "false"})
+            profiled = BrokerProcess(Path(tmp) / "profiled", overrides={"auto.create.topics.enable": "false"})
+            profile_next_start(profiled, args.profile.resolve())
             try:
                 profiled.start()
                 us, mib = one_run(profiled, "cpu-profiled", args.records)
                 print(f"profiled run: {us:.2f} µs/record, {mib:.0f} MiB/s", file=sys.stderr, flush=True)
             finally:
-                profiled.finish()
+                stop_profiling(profiled)
     median = statistics.median(us for us, _ in runs)
     print(f"### Broker CPU per produced record (1 KiB, acks=1, one partition, {args.records} records per run)\n")
     print(f"**{median:.2f} µs per record** (median of {len(runs)}; runs: "
           f"{', '.join(f'{us:.2f} µs at {mib:.0f} MiB/s' for us, mib in runs)}; aim: at most 1.5); user + system "
           f"time of the broker process from /proc/<pid>/stat; load average before and after each run: "
           f"{' / '.join(loads)}\n")
+    if args.profile is not None:
+        print("\n".join(["Where the broker's CPU goes (a run under py-spy, not counted above):\n",
+                         *summary(args.profile)]))
     return 0
 
 
