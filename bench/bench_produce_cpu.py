@@ -17,6 +17,7 @@ import os
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -30,12 +31,12 @@ from tests.integration.clients import create_topic  # noqa: E402
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of every thread of ``pid`` so far."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU time of every thread of ``pid`` so far."""
     with open(f"/proc/{pid}/stat") as stat:
         # The command name, in parentheses, may hold spaces: fields are counted after it.
         fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
 def machine_load() -> str:
@@ -43,14 +44,27 @@ def machine_load() -> str:
         return " ".join(loadavg.read().split()[:3])
 
 
-def one_run(broker: BrokerProcess, topic: str, records: int) -> tuple[float, float]:
-    """(broker CPU µs per record, MiB/s) of one produce run."""
+@dataclass(frozen=True)
+class Run:
+    user_us: float  # broker CPU per record, in user space
+    system_us: float  # and in the kernel
+    mib_per_s: float
+
+    @property
+    def us(self) -> float:
+        return self.user_us + self.system_us
+
+    def __str__(self) -> str:
+        return f"{self.us:.2f} µs ({self.user_us:.2f} user + {self.system_us:.2f} system) at {self.mib_per_s:.0f} MiB/s"
+
+
+def one_run(broker: BrokerProcess, topic: str, records: int) -> Run:
     pid = broker_pid(broker)
     create_topic(broker.bootstrap, topic, 1)
-    before = cpu_seconds(pid)
+    user, system = cpu_seconds(pid)
     result = produce(broker.bootstrap, topic, 1, records, 1024, "1", 300)
-    used = cpu_seconds(pid) - before
-    return used / records * 1e6, result.mib_per_s
+    user_after, system_after = cpu_seconds(pid)
+    return Run((user_after - user) / records * 1e6, (system_after - system) / records * 1e6, result.mib_per_s)
 
 
 def main() -> int:
@@ -59,7 +73,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=Path, help="py-spy speedscope output of the last run")
     args = parser.parse_args()
-    runs: list[tuple[float, float]] = []
+    runs: list[Run] = []
     loads = [machine_load()]
     with tempfile.TemporaryDirectory(prefix="minikafka-bench-cpu-") as tmp:
         broker = BrokerProcess(Path(tmp), overrides={"auto.create.topics.enable": "false"})
@@ -68,23 +82,22 @@ def main() -> int:
             for run in range(args.repeat):
                 runs.append(one_run(broker, f"cpu-{run}", args.records))
                 loads.append(machine_load())
-                print(f"run {run}: {runs[-1][0]:.2f} µs/record, {runs[-1][1]:.0f} MiB/s", file=sys.stderr, flush=True)
+                print(f"run {run}: {runs[-1]}", file=sys.stderr, flush=True)
         finally:
             broker.close()
         if args.profile is not None:
             profiled = BrokerProcess(Path(tmp) / "profiled", overrides={"auto.create.topics.enable": "false"})
-            profile_next_start(profiled, args.profile.resolve())
+            profile_next_start(profiled, args.profile.resolve(), idle=False)
             try:
                 profiled.start()
-                us, mib = one_run(profiled, "cpu-profiled", args.records)
-                print(f"profiled run: {us:.2f} µs/record, {mib:.0f} MiB/s", file=sys.stderr, flush=True)
+                print(f"profiled run: {one_run(profiled, 'cpu-profiled', args.records)}", file=sys.stderr, flush=True)
             finally:
                 stop_profiling(profiled)
-    median = statistics.median(us for us, _ in runs)
+    median = statistics.median(r.us for r in runs)
     print(f"### Broker CPU per produced record (1 KiB, acks=1, one partition, {args.records} records per run)\n")
     print(f"**{median:.2f} µs per record** (median of {len(runs)}; runs: "
-          f"{', '.join(f'{us:.2f} µs at {mib:.0f} MiB/s' for us, mib in runs)}; aim: at most 1.5); user + system "
-          f"time of the broker process from /proc/<pid>/stat; load average before and after each run: "
+          f"{'; '.join(map(str, runs))}; aim: at most 1.5); user + system time of the broker process from "
+          f"/proc/<pid>/stat; load average before and after each run: "
           f"{' / '.join(loads)}\n")
     if args.profile is not None:
         print("\n".join(["Where the broker's CPU goes (a run under py-spy, not counted above):\n",

@@ -19,12 +19,14 @@ from tests.integration.broker_process import BrokerProcess
 PY_SPY = Path(sys.executable).parent / "py-spy"
 
 
-def profile_next_start(broker: BrokerProcess, output: Path, rate: int = 200) -> None:
-    """Make the next ``broker.start()`` run the broker under py-spy, writing ``output``."""
+def profile_next_start(broker: BrokerProcess, output: Path, rate: int = 200, idle: bool = True) -> None:
+    """Make the next ``broker.start()`` run the broker under py-spy, writing ``output``; with
+    ``idle``, samples are taken whether the thread runs or waits (wall time), else only while
+    it runs (CPU time, a write blocked in the kernel left out)."""
     plain = type(broker).command.__get__(broker)
     broker.command = lambda: [  # type: ignore[method-assign]
-        str(PY_SPY), "record", "--idle", "--rate", str(rate), "--format", "speedscope", "--output", str(output), "--",
-        *plain()]
+        str(PY_SPY), "record", *(["--idle"] if idle else []), "--rate", str(rate), "--format", "speedscope",
+        "--output", str(output), "--", *plain()]
 
 
 def stop_profiling(broker: BrokerProcess) -> None:
@@ -49,9 +51,8 @@ def broker_pid(broker: BrokerProcess) -> int:
 
 def summary(path: Path, top: int = 12) -> list[str]:
     """Markdown lines: the functions of the event loop's thread with the most samples (their own,
-    then with callees). Samples are taken busy or not (py-spy --idle), so they add up to wall time:
-    a write blocked in the kernel counts, and so does the wait for events, which shows as
-    ``Runner.run`` together with uvloop's own C code (socket reads and writes)."""
+    then with callees). uvloop's own C code (socket reads and writes, and under --idle the wait
+    for events) shows as ``Runner.run``."""
     data = json.loads(path.read_text())
     frames = data["shared"]["frames"]
     own: Counter[int] = Counter()
@@ -77,8 +78,8 @@ def summary(path: Path, top: int = 12) -> list[str]:
             where = where.removeprefix(root)
         return f"`{frame['name']}` ({where}:{frame.get('line', '')})"
 
-    lines = [f"{total:.1f} s of wall time of the event loop's thread (py-spy --idle, {path.name}); own time, then "
-             "with callees:\n",
+    lines = [f"{total:.1f} s of samples of the event loop's thread (py-spy, {path.name}); own time, then with "
+             "callees:\n",
              "| own | function |", "|---:|---|"]
     lines += [f"| {100 * w / total:.1f}% | {name(i)} |" for i, w in own.most_common(top)]
     lines += ["", "| with callees | function |", "|---:|---|"]

@@ -151,7 +151,7 @@ class Partition:
         self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
 
     # ---- leader --------------------------------------------------------------------------
-    def append(self, records: bytes, now: int) -> AppendResult:
+    def append(self, records: bytes | memoryview, now: int) -> AppendResult:
         """Append as leader; with no other ISR member the high watermark follows at once."""
         result = self.log.append_as_leader(records, self.leader_epoch, now)
         self._advance_high_watermark()
@@ -520,7 +520,7 @@ class ReplicaManager:
                 self.on_replica_placed(partition)
 
     # --- produce ----------------------------------------------------------------------------
-    def append(self, topic: str, index: int, records: bytes | None, now: int, *,
+    def append(self, topic: str, index: int, records: bytes | memoryview | None, now: int, *,
                internal: bool = False, acks: int = 1) -> ProduceResult:
         """Append as leader; only the broker's own (``internal``) writes may go to internal topics.
         With ``acks`` -1 the ISR must hold min.insync.replicas first (the caller then waits

@@ -321,7 +321,7 @@ class Log:
 
     # ---- appends -----------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
         """Validate, assign offsets from the log end, stamp the epoch (and LogAppendTime), store.
 
         Nothing is written if any batch is rejected.  A retry of one of a producer's last
@@ -369,8 +369,8 @@ class Log:
             records_count=count, size_bytes=len(buf),
         )
 
-    def _recompressed(self, records: bytes, batches: list[tuple[int, BatchHeader]]
-                      ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    def _recompressed(self, records: bytes | memoryview, batches: list[tuple[int, BatchHeader]]
+                      ) -> tuple[bytes | memoryview, list[tuple[int, BatchHeader]]]:
         """The batches stored with the topic's compression.type (the records are not decoded)."""
         codec = CODECS[self.config.compression_type]
         if all(header.compression == codec for _, header in batches):
