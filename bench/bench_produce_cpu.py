@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.profiles import broker_pid, profile_next_start, stop_profiling, summary  # noqa: E402
-from bench.run import produce  # noqa: E402
+from bench.run import produce, record_figure  # noqa: E402
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 from tests.integration.clients import create_topic  # noqa: E402
 
@@ -71,7 +71,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--profile", type=Path, help="py-spy speedscope output of the last run")
+    parser.add_argument("--profile", type=Path, help="py-spy speedscope output of one more run")
+    parser.add_argument("--figures", type=Path, help="add the headline figure to this file (bench/run.py's)")
     args = parser.parse_args()
     runs: list[Run] = []
     loads = [machine_load()]
@@ -94,6 +95,8 @@ def main() -> int:
             finally:
                 stop_profiling(profiled)
     median = statistics.median(r.us for r in runs)
+    record_figure(args.figures, "broker CPU µs per record (1 KiB, acks=1, one partition)", median, "at most 1.5",
+                  median <= 1.5)
     print(f"### Broker CPU per produced record (1 KiB, acks=1, one partition, {args.records} records per run)\n")
     print(f"**{median:.2f} µs per record** (median of {len(runs)}; runs: "
           f"{'; '.join(map(str, runs))}; aim: at most 1.5); user + system time of the broker process from "

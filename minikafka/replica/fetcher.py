@@ -61,6 +61,21 @@ class _Followed:
     in_sync: bool = False
 
 
+def may_fetch_ahead(new_ends: list[tuple[int, int]]) -> bool:
+    """Whether the next Fetch may go out before the records of this response are written, with
+    the log ends those writes will reach as its fetch offsets: ``new_ends`` holds, for each
+    partition that brought records, (that end, the high watermark the leader reported).
+
+    The leader takes a fetch offset as what the follower holds. One below the high watermark can
+    neither move the high watermark (it only moves up, to the smallest fetch offset of the ISR)
+    nor bring the follower into the ISR (that needs the high watermark), so nothing is
+    acknowledged on the word of writes not made yet, even if this broker dies before them. So
+    a follower catching up has the leader send while it writes, instead of both taking turns;
+    near the high watermark the next Fetch waits for the writes, as in Kafka.
+    """
+    return bool(new_ends) and all(end < high_watermark for end, high_watermark in new_ends)
+
+
 @dataclass(frozen=True)
 class _SentFetch:
     """A Fetch on its way: the offset it asked each partition from, and how long to wait."""
@@ -222,16 +237,8 @@ class LeaderFetcher:
         return _SentFetch(correlation_id, offsets, (self.config.request_timeout_ms + max_wait_ms) / 1000)
 
     async def _fetch(self, client: BrokerClient) -> None:
-        """Receive the answer to the Fetch in flight (sending one first if none is) and store it.
-
-        When every partition's records stay below the high watermark the leader reported, the
-        next Fetch goes out before they are written: the leader sends it while this broker
-        writes, instead of both taking turns. Its fetch offsets are the log ends those writes
-        will reach, and the leader takes a fetch offset as what the follower holds; one below
-        the high watermark can neither move the high watermark nor bring the follower into the
-        ISR, so a follower killed before its writes land has not had anything acknowledged on
-        its word. Near the high watermark the next Fetch waits for the writes, as in Kafka.
-        """
+        """Receive the answer to the Fetch in flight (sending one first if none is) and store
+        it; the next Fetch may go out before the records are written (``may_fetch_ahead``)."""
         sent, self._in_flight = self._in_flight, None
         if sent is None:
             await client.connect()
@@ -256,6 +263,7 @@ class LeaderFetcher:
         backoff = response.error_code != ErrorCode.NONE
         appends: list[tuple[_Followed, FetchedPartition, memoryview]] = []
         claimed: dict[TopicPartition, int] = {}
+        below_high_watermark: list[tuple[int, int]] = []
         for answer in response.partitions:
             key = (answer.topic or "", answer.partition)
             followed = self.partitions.get(key)
@@ -271,9 +279,8 @@ class LeaderFetcher:
             appends.append((followed, answer, records))
             if end is not None:
                 claimed[key] = end
-        early = (not backoff and bool(claimed) and not self.stopped
-                 and all(claimed.get((a.topic or "", a.partition), -1) < a.high_watermark for _, a, _ in appends))
-        if early:
+                below_high_watermark.append((end, answer.high_watermark))
+        if not backoff and not self.stopped and may_fetch_ahead(below_high_watermark):
             self._in_flight = self._send_fetch(client, claimed)
         for followed, answer, records in appends:
             backoff |= not self._append(followed, answer, records)

@@ -1,0 +1,62 @@
+"""When a follower may send its next Fetch before writing what the last one brought: only when
+every new log end stays below the high watermark the leader reported. Checked against the rule
+itself, and against the leader's side (a real Partition on a real Log): a fetch offset below the
+high watermark moves nothing there, whether the follower is in the ISR, out of it, or joining."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from minikafka.replica.fetcher import may_fetch_ahead
+from minikafka.replica.replica_manager import IsrProposal, Partition
+from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.log import Log, LogConfig
+from tests.unit.storage.helpers import make_batch
+
+ME, IN_SYNC, CATCHING_UP = 1, 2, 3
+
+
+def test_ahead_only_when_every_new_end_is_below_its_high_watermark() -> None:
+    assert may_fetch_ahead([(100, 1000)])
+    assert may_fetch_ahead([(100, 1000), (5, 6)])
+    assert not may_fetch_ahead([(1000, 1000)]), "at the high watermark the fetch offset would move it"
+    assert not may_fetch_ahead([(100, 1000), (7, 6)]), "one partition near its high watermark holds all back"
+    assert not may_fetch_ahead([]), "nothing to write: nothing to overlap"
+
+
+@pytest.fixture
+def leader(tmp_path: Path) -> Partition:
+    log_dir = str(tmp_path)
+    log = Log.create(log_dir, "t", 0, uuid.uuid4(), LogConfig(), DirGuard(log_dir, LogDirFailureChannel()))
+    partition = Partition("t", 0, log.topic_id, 0, log, ME)
+    partition.make_leader(5, (ME, IN_SYNC), (ME, IN_SYNC, CATCHING_UP), partition_epoch=7, now=0)
+    return partition
+
+
+def proposals_of(partition: Partition) -> list[IsrProposal]:
+    proposals: list[IsrProposal] = []
+    partition.propose_isr = lambda _partition, proposal: proposals.append(proposal)
+    return proposals
+
+
+def test_a_fetch_offset_below_the_high_watermark_moves_nothing_on_the_leader(leader: Partition) -> None:
+    proposals = proposals_of(leader)
+    leader.append(make_batch(100), now=1)
+    leader.update_follower(IN_SYNC, 60, now=2)
+    high_watermark = leader.log.high_watermark
+    assert high_watermark == 60
+    # What a follower fetching ahead would claim: below the high watermark it was last told.
+    for follower, claimed in ((CATCHING_UP, 59), (IN_SYNC, 59), (CATCHING_UP, 0)):
+        assert may_fetch_ahead([(claimed, high_watermark)])
+        assert not leader.update_follower(follower, claimed, now=3)
+        assert leader.log.high_watermark == high_watermark
+        assert proposals == [], "a replica below the high watermark is not caught up"
+    # At the high watermark the claim counts: the catching-up replica is proposed for the ISR,
+    # and while that is pending the high watermark waits for it too: no fetching ahead there.
+    assert not may_fetch_ahead([(high_watermark, high_watermark)])
+    leader.update_follower(CATCHING_UP, high_watermark, now=4)
+    assert proposals == [IsrProposal((ME, IN_SYNC, CATCHING_UP), 5, (ME, IN_SYNC), 7)]
