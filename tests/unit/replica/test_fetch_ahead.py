@@ -5,16 +5,13 @@ high watermark moves nothing there, whether the follower is in the ISR, out of i
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 
 from minikafka.replica.fetcher import may_fetch_ahead
 from minikafka.replica.replica_manager import IsrProposal, Partition
-from minikafka.storage.dir_io import DirGuard
-from minikafka.storage.failure_channel import LogDirFailureChannel
-from minikafka.storage.log import Log, LogConfig
+from tests.unit.replica.helpers import leader_partition, recorded_proposals
 from tests.unit.storage.helpers import make_batch
 
 ME, IN_SYNC, CATCHING_UP = 1, 2, 3
@@ -30,21 +27,11 @@ def test_ahead_only_when_every_new_end_is_below_its_high_watermark() -> None:
 
 @pytest.fixture
 def leader(tmp_path: Path) -> Partition:
-    log_dir = str(tmp_path)
-    log = Log.create(log_dir, "t", 0, uuid.uuid4(), LogConfig(), DirGuard(log_dir, LogDirFailureChannel()))
-    partition = Partition("t", 0, log.topic_id, 0, log, ME)
-    partition.make_leader(5, (ME, IN_SYNC), (ME, IN_SYNC, CATCHING_UP), partition_epoch=7, now=0)
-    return partition
-
-
-def proposals_of(partition: Partition) -> list[IsrProposal]:
-    proposals: list[IsrProposal] = []
-    partition.propose_isr = lambda _partition, proposal: proposals.append(proposal)
-    return proposals
+    return leader_partition(tmp_path, ME, (ME, IN_SYNC), (ME, IN_SYNC, CATCHING_UP))
 
 
 def test_a_fetch_offset_below_the_high_watermark_moves_nothing_on_the_leader(leader: Partition) -> None:
-    proposals = proposals_of(leader)
+    proposals = recorded_proposals(leader)
     leader.append(make_batch(100), now=1)
     leader.update_follower(IN_SYNC, 60, now=2)
     high_watermark = leader.log.high_watermark
