@@ -43,18 +43,19 @@ class FrameDecoder:
     Owned by exactly one connection reader; not thread-safe. Bytes come either through ``feed``
     or, without a copy of their own, straight from the socket: ``writable`` is where the next
     ones go (``sock.recv_into`` it) and ``wrote`` says how many came. The buffer is kept from
-    one read to the next, grown only for a frame larger than it. After it has raised, the
-    stream is out of sync and every later call raises the same kind of error again (with no
-    frames): the only sane reaction is to close the connection. Frames that were complete
-    before the bad size prefix come with the error (`FrameError.frames`).
+    one read to the next, grown for a frame larger than it (and shrunk back after). After it
+    has raised, the stream is out of sync and every later call raises the same kind of error
+    again (with no frames): the only sane reaction is to close the connection. Frames that were
+    complete before the bad size prefix come with the error (`FrameError.frames`).
     """
 
-    __slots__ = ("max_frame_size", "_buffer", "_start", "_filled", "_failure")
+    __slots__ = ("max_frame_size", "_capacity", "_buffer", "_start", "_filled", "_failure")
 
     def __init__(self, max_frame_size: int, capacity: int = 256 * 1024) -> None:
         if max_frame_size < 0:
             raise ValueError(f"max_frame_size must be >= 0, got {max_frame_size}")
         self.max_frame_size = max_frame_size
+        self._capacity = capacity
         self._buffer = bytearray(capacity)
         self._start = 0  # where the first incomplete frame begins
         self._filled = 0  # bytes received up to here
@@ -102,6 +103,8 @@ class FrameDecoder:
             raise self._failure
         if start == available:  # nothing pending: the next read starts at the front
             start = self._filled = 0
+            if len(self._buffer) > 4 * self._capacity:  # a large frame does not keep its memory
+                self._buffer = bytearray(self._capacity)
         self._start = start
         return frames
 

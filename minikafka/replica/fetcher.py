@@ -6,7 +6,11 @@ added when LeaderAndIsr makes this broker its follower and removed when it leads
 goes offline. Before a partition's first fetch from a new leader its log is truncated to what
 that leader has (OffsetForLeaderEpoch, KIP-101/KIP-279), so a tail the old leader wrote and
 nobody else received is dropped, never served. The leader serves these fetches from its
-segment files with sendfile, like any fetch. Event-loop thread only.
+segment files with sendfile, like any fetch. A response is read into the connection's one
+buffer, parsed in place, and each partition's batches are written to its log from there; while
+a follower is far behind (every new end below the leader's high watermark) the next Fetch goes
+out before those writes, so that the leader sends while this broker writes (``may_fetch_ahead``).
+Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ class _SentFetch:
 
 @dataclass
 class LeaderFetcher:
-    """Fetches every partition this broker follows from one leader, in one request at a time."""
+    """Fetches every partition this broker follows from one leader, one request in flight at a time."""
 
     leader_id: int
     endpoint: Callable[[], tuple[str, int] | None]
@@ -211,7 +215,7 @@ class LeaderFetcher:
                 held_back = True
                 continue
             log_ = followed.partition.log
-            offset = offsets[key] = claimed.get(key, log_.log_end_offset) if claimed else log_.log_end_offset
+            offset = offsets[key] = (claimed or {}).get(key, log_.log_end_offset)
             by_topic.setdefault(key[0], []).append({
                 "partition": key[1], "current_leader_epoch": followed.leader_epoch,
                 "fetch_offset": offset, "log_start_offset": log_.log_start_offset,
@@ -259,6 +263,7 @@ class LeaderFetcher:
         try:
             response = parse_fetch_response(payload, FETCH_VERSION)
         except MalformedResponse as exc:
+            client.close()  # as for any other bad answer: the next request starts a new connection
             raise BrokerUnreachable(f"broker {self.leader_id} sent an unreadable Fetch response: {exc}") from exc
         backoff = response.error_code != ErrorCode.NONE
         appends: list[tuple[_Followed, FetchedPartition, memoryview]] = []
@@ -275,7 +280,7 @@ class LeaderFetcher:
             if answer.error_code != ErrorCode.NONE:
                 backoff |= not self._fetch_failed(followed, answer)
                 continue
-            records, end = whole_batches(answer.records if answer.records is not None else memoryview(b""))
+            records, end = whole_batches(answer.records or memoryview(b""))
             appends.append((followed, answer, records))
             if end is not None:
                 claimed[key] = end

@@ -119,3 +119,9 @@ def test_the_buffer_is_reused_from_one_read_to_the_next() -> None:
     first[:len(STREAM)] = STREAM
     assert decoder.wrote(len(STREAM)) == PAYLOADS
     assert decoder.writable().obj is first.obj
+
+
+def test_a_large_frame_does_not_keep_its_memory() -> None:
+    decoder = FrameDecoder(1 << 20, capacity=1024)
+    assert decoder.feed(frame(bytes(100_000))) == [bytes(100_000)]
+    assert len(decoder.writable()) == 1024
