@@ -158,6 +158,10 @@ class _ResponseProtocol(asyncio.BufferedProtocol):
 
 
 class BrokerClient:
+    """One connection to another broker, with its receive buffer. Owned by one fetcher task (which
+    uses ``send``/``receive``), or shared by a controller channel's requests taking turns through
+    ``request``."""
+
     def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0,
                  receive_buffer_bytes: int = 64 * 1024) -> None:
         self.host = host
