@@ -666,7 +666,11 @@ class ReplicaManager:
             log_ = partition.log
             # Only an assigned replica reads past the high watermark.
             follower = request.replica_id >= 0 and request.replica_id in partition.followers
-            if follower and partition.update_follower(request.replica_id, request.fetch_offset, now):
+            # Only a fetch offset within the log tells what a follower holds (Kafka updates a
+            # follower's state after a read that succeeded): one past the end comes from a log
+            # that diverged and has not truncated yet, and must not count as caught up.
+            if (follower and log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset
+                    and partition.update_follower(request.replica_id, request.fetch_offset, now)):
                 self._wake(key)
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset
