@@ -152,7 +152,7 @@ class Partition:
         self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
 
     # ---- leader --------------------------------------------------------------------------
-    def append(self, records: bytes, now: int) -> AppendResult:
+    def append(self, records: bytes | memoryview, now: int) -> AppendResult:
         """Append as leader; with no other ISR member the high watermark follows at once."""
         result = self.log.append_as_leader(records, self.leader_epoch, now)
         self._advance_high_watermark()
@@ -251,7 +251,7 @@ class Partition:
         return self._advance_high_watermark()
 
     # ---- follower ------------------------------------------------------------------------
-    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendResult:
+    def append_as_follower(self, records: bytes | memoryview, leader_high_watermark: int) -> AppendResult:
         result = self.log.append_as_follower(records)
         self.follow_high_watermark(leader_high_watermark)
         return result
@@ -523,7 +523,7 @@ class ReplicaManager:
                 self.on_replica_placed(partition)
 
     # --- produce ----------------------------------------------------------------------------
-    def append(self, topic: str, index: int, records: bytes | None, now: int, *,
+    def append(self, topic: str, index: int, records: bytes | memoryview | None, now: int, *,
                internal: bool = False, acks: int = 1) -> ProduceResult:
         """Append as leader; only the broker's own (``internal``) writes may go to internal topics.
         With ``acks`` -1 the ISR must hold min.insync.replicas first (the caller then waits
@@ -671,10 +671,11 @@ class ReplicaManager:
             log_ = partition.log
             # Only an assigned replica reads past the high watermark.
             follower = request.replica_id >= 0 and request.replica_id in partition.followers
-            # A fetch offset outside the log says nothing of what the follower holds (past the end:
-            # a diverged tail it must truncate first), so it never counts towards the ISR.
-            if follower and log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset \
-                    and partition.update_follower(request.replica_id, request.fetch_offset, now):
+            # Only a fetch offset within the log tells what a follower holds (Kafka updates a
+            # follower's state after a read that succeeded): one past the end comes from a log
+            # that diverged and has not truncated yet, and must not count as caught up.
+            if (follower and log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset
+                    and partition.update_follower(request.replica_id, request.fetch_offset, now)):
                 self._wake(key)
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset

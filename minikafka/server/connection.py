@@ -47,7 +47,7 @@ class Connection:
         self.sock = sock
         self.peer = peer
         self._dispatch = dispatch
-        self._decoder = FrameDecoder(max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size, RECV_SIZE)
         self._pending: asyncio.Queue[asyncio.Future[ResponseParts] | None] = asyncio.Queue(max_in_flight)
         self.close_reason: str | None = None
         self._waits = WaitScope()
@@ -80,10 +80,11 @@ class Connection:
     async def _read_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            data = await loop.sock_recv(self.sock, RECV_SIZE)
-            if not data:
+            # Straight into the decoder's buffer, kept from one read to the next.
+            count = await loop.sock_recv_into(self.sock, self._decoder.writable())
+            if not count:
                 return
-            for payload in self._decoder.feed(data):
+            for payload in self._decoder.wrote(count):
                 await self._pending.put(self._start(payload))
 
     def _start(self, payload: bytes) -> asyncio.Future[ResponseParts]:

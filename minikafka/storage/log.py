@@ -408,7 +408,7 @@ class Log:
 
     # ---- appends -----------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
         """Validate, assign offsets from the log end, stamp the epoch (and LogAppendTime), store.
 
         Nothing is written if any batch is rejected.  A retry of one of a producer's last
@@ -458,7 +458,7 @@ class Log:
             records_count=count, size_bytes=len(buf),
         )
 
-    def _check_keys(self, records: bytes, batches: list[tuple[int, BatchHeader]]) -> None:
+    def _check_keys(self, records: bytes | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
         """A compacted topic keeps the latest record of each key: a record without one is refused,
         with its whole batch and request (Kafka's LogValidator)."""
         why = f"Compacted topic cannot accept message without key in topic partition {self.name}."
@@ -467,8 +467,8 @@ class Log:
             if keyless:
                 raise InvalidRecordError(why, [(index, why) for index in keyless])
 
-    def _recompressed(self, records: bytes, batches: list[tuple[int, BatchHeader]]
-                      ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    def _recompressed(self, records: bytes | memoryview, batches: list[tuple[int, BatchHeader]]
+                      ) -> tuple[bytes | memoryview, list[tuple[int, BatchHeader]]]:
         """The batches stored with the topic's compression.type (the records are not decoded)."""
         codec = CODECS[self.config.compression_type]
         if all(header.compression == codec for _, header in batches):
@@ -507,7 +507,7 @@ class Log:
         self._append(data, validate_batches(data), now_ms)
         return AppendResult(offset, offset, -1, self.log_start_offset, records_count=1, size_bytes=len(data))
 
-    def append_as_follower(self, records: bytes, now_ms: int | None = None) -> AppendResult:
+    def append_as_follower(self, records: bytes | memoryview, now_ms: int | None = None) -> AppendResult:
         """Store batches fetched from the leader as they are (offsets and epochs already set).
 
         Their offsets must start at or after the log end and increase; compacted batches
@@ -532,7 +532,7 @@ class Log:
             records_count=sum(h.records_count for _, h in batches), size_bytes=len(records),
         )
 
-    def _append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+    def _append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         if len(data) > self.config.segment_bytes:
             raise RecordTooLargeError(
                 f"append of {len(data)} bytes exceeds segment.bytes {self.config.segment_bytes} for {self.name}"

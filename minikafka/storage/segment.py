@@ -373,7 +373,7 @@ class Segment:
 
     # ---- appending -----------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         """Write ``data`` (whole batches, offsets already assigned) at the end of the .log.
 
         ``batches`` holds (position within data, header) of each batch.  The file size only
