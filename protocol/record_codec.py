@@ -115,8 +115,10 @@ def encode_record(
 def encode_batch(
     records: Sequence[NewRecord], timestamp_ms: int, *, base_offset: int = 0, partition_leader_epoch: int = -1,
     producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
 ) -> bytes:
-    """An uncompressed v2 batch with CreateTime `timestamp_ms` on every record.
+    """An uncompressed v2 batch with CreateTime `timestamp_ms` on every record (``transactional``:
+    part of its producer's transaction).
 
     The broker's log assigns the real base offset and leader epoch on append; the values
     given here only matter to a reader of the bytes as they are.
@@ -127,8 +129,8 @@ def encode_batch(
     batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
     buf = bytearray(BATCH_HEADER_SIZE)
     HEADER_STRUCT.pack_into(
-        buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, 0, len(records) - 1,
-        timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
+        buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, TRANSACTIONAL_MASK if transactional else 0,
+        len(records) - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
     )
     buf += body
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[CRC_START:]))
@@ -360,7 +362,12 @@ def decode_control_marker(buf: Buffer, pos: int, header: BatchHeader) -> Control
     """The transaction marker of the control batch at ``pos`` (None: another kind of control
     record, which a broker passes on untouched)."""
     section = decompress(bytes(buf[pos + BATCH_HEADER_SIZE:pos + header.size]), header.compression)
-    records = decode_records_section(section, header)
+    return control_marker(header, decode_records_section(section, header))
+
+
+def control_marker(header: BatchHeader, records: list[Record]) -> ControlMarker | None:
+    """The transaction marker of a control batch, from its decoded records (None: another kind
+    of control record)."""
     key = records[0].key if records else None
     if key is None or len(key) < _CONTROL_KEY.size:
         raise CorruptRecordError(f"control batch at offset {header.base_offset} has no control record key")

@@ -26,11 +26,13 @@ from minikafka.storage.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
 )
 from minikafka.storage.log import AppendResult, FileSlice, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
 from minikafka.waits import client_gone, wait_released
 from protocol.errors import ErrorCode
+from protocol.record_codec import ControlMarker
 from protocol.records import CorruptRecordError, UnsupportedMagic
 
 log = logging.getLogger(__name__)
@@ -158,6 +160,12 @@ class Partition:
         self._advance_high_watermark()
         return result
 
+    def append_marker(self, producer_id: int, producer_epoch: int, marker: ControlMarker, now: int) -> AppendResult:
+        """Append as leader the marker that ends a producer's transaction here."""
+        result = self.log.append_marker(producer_id, producer_epoch, marker, self.leader_epoch, now)
+        self._advance_high_watermark()
+        return result
+
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         """The ISR, with the replicas a pending expansion adds."""
@@ -266,6 +274,21 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             return ErrorCode.UNKNOWN_LEADER_EPOCH
         return ErrorCode.FENCED_LEADER_EPOCH
+
+
+# Why an append is refused, as Kafka's error codes.
+_APPEND_ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (UnsupportedMagic, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT),
+    (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
+    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+_REFUSALS = tuple(kind for kind, _ in _APPEND_ERRORS)
 
 
 @dataclass
@@ -540,26 +563,27 @@ class ReplicaManager:
                 f"min.insync.replicas={partition.log.config.min_insync_replicas}"))
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message="empty record set")
+        return self._append_to(partition, lambda: partition.append(records, now))
+
+    def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, marker: ControlMarker,
+                      now: int) -> ProduceResult:
+        """Append as leader a transaction marker (WriteTxnMarkers), internal topics included; the
+        caller waits for it with ``wait_for_replication`` as for acks=all."""
+        partition, error = self._leader((topic, index))
+        if partition is None:
+            return ProduceResult(error, error_message=self.offline_partitions.get((topic, index)))
+        return self._append_to(partition, lambda: partition.append_marker(producer_id, producer_epoch, marker, now))
+
+    def _append_to(self, partition: Partition, append: Callable[[], AppendResult]) -> ProduceResult:
+        """Run an append as leader on ``partition``, its refusals as Kafka's error codes."""
         try:
             self.log_manager.verify_dir(partition.log.log_dir)
-            result = partition.append(records, now)
-        except CorruptRecordError as exc:
-            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
-        except UnsupportedMagic as exc:
-            return ProduceResult(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, error_message=str(exc))
-        except OutOfOrderSequenceError as exc:
-            return ProduceResult(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, error_message=str(exc))
-        except InvalidProducerEpochError as exc:
-            return ProduceResult(ErrorCode.INVALID_PRODUCER_EPOCH, error_message=str(exc))
-        except RecordTooLargeError as exc:
-            return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc))
-        except InvalidTimestampError as exc:
-            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, error_message=str(exc))
-        except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.INVALID_RECORD, error_message=str(exc), record_errors=exc.record_errors)
-        except KafkaStorageError as exc:
-            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
-        self._wake((topic, index))
+            result = append()
+        except _REFUSALS as exc:
+            error = next(code for kind, code in _APPEND_ERRORS if isinstance(exc, kind))
+            return ProduceResult(error, error_message=str(exc),
+                                 record_errors=exc.record_errors if isinstance(exc, InvalidRecordError) else [])
+        self._wake((partition.topic, partition.index))
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset,
                              last_offset=result.last_offset)
 

@@ -24,8 +24,8 @@ from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
 from minikafka.controller.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from minikafka.controller.zk_admin import ZkClusterAdmin
+from minikafka.coordinator_topic import CoordinatorTopic
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
-from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
@@ -272,7 +272,8 @@ class Broker:
     def _start_group_coordinator(self) -> GroupCoordinator:
         """The coordinator of the groups of the __consumer_offsets partitions this broker leads,
         loaded before clients connect."""
-        store = OffsetsTopic(self.replica_manager, self.metadata, self.config["offsets.topic.num.partitions"])
+        store = CoordinatorTopic(self.replica_manager, self.metadata, OFFSETS_TOPIC,
+                                 self.config["offsets.topic.num.partitions"])
         coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler())
         coordinator.load()
         self.failure_channel.add_listener(coordinator.on_log_dir_failure)

@@ -25,10 +25,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from minikafka.coordinator_topic import LoggedRecord
 from minikafka.group.schemas import RecordFormatError
 from minikafka.txn.state import (
     COMPLETED,
@@ -52,7 +53,7 @@ MARKER_RETRY_BACKOFF_S = 0.1
 
 
 class TxnStore(Protocol):
-    """Where transaction state lives: __transaction_state (TransactionStateLog in the broker)."""
+    """Where transaction state lives: __transaction_state (CoordinatorTopic in the broker)."""
 
     @property
     def partition_count(self) -> int: ...
@@ -63,10 +64,12 @@ class TxnStore(Protocol):
     def coordinator_epoch(self, partition: int) -> int:
         """This broker's leader epoch of the partition: the epoch its markers carry."""
 
-    async def write(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
-        """Append one record and wait until every in-sync replica has it."""
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode: ...
 
-    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]: ...
+    async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
+        """Wait until every in-sync replica has what was appended so far."""
+
+    def read(self, partition: int) -> Iterator[LoggedRecord]: ...
 
 
 class MarkerWriter(Protocol):
@@ -79,6 +82,7 @@ class MarkerWriter(Protocol):
 class TxnCoordinatorConfig:
     max_timeout_ms: int = 900_000
     abort_check_interval_ms: int = 10_000
+    write_timeout_ms: int = 30_000  # for a state change to reach the ISR, as Kafka's request.timeout.ms
 
 
 @dataclass(frozen=True)
@@ -152,13 +156,13 @@ class TransactionCoordinator:
     def _load(self, partition: int) -> None:
         self._unload(partition)
         found: dict[str, TxnMetadata] = {}
-        for key, value in self.store.read(partition):
+        for record in self.store.read(partition):
             try:
-                transactional_id = decode_txn_key(key or b"")
-                if value is None:
+                transactional_id = decode_txn_key(record.key or b"")
+                if record.value is None:
                     found.pop(transactional_id, None)
                 else:
-                    found[transactional_id] = decode_txn_value(transactional_id, value)
+                    found[transactional_id] = decode_txn_value(transactional_id, record.value)
             except RecordFormatError as exc:
                 log.warning("__transaction_state-%d: skipping a record this coordinator cannot read: %s", partition,
                             exc)
@@ -192,8 +196,9 @@ class TransactionCoordinator:
     async def _write(self, metadata: TxnMetadata) -> ErrorCode:
         """Write the new state; take it only once it is replicated."""
         partition = self.partition_for(metadata.transactional_id)
-        error = await self.store.write(partition, encode_txn_key(metadata.transactional_id),
-                                       encode_txn_value(metadata))
+        error = self.store.append(partition, [(encode_txn_key(metadata.transactional_id), encode_txn_value(metadata))])
+        if error == ErrorCode.NONE:
+            error = await self.store.replicated(partition, self.config.write_timeout_ms)
         if error != ErrorCode.NONE:
             log.warning("could not record transaction %s as %s: %s", metadata.transactional_id, metadata.state.name,
                         error.name)

@@ -4,8 +4,9 @@ broker, no sleeping (markers are written by a fake that answers at once, or fail
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
+from minikafka.coordinator_topic import LoggedRecord
 from minikafka.txn.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from minikafka.txn.state import TxnState, decode_txn_key, decode_txn_value, encode_txn_value
 from protocol.errors import ErrorCode as E
@@ -30,14 +31,17 @@ class MemoryStore:
     def coordinator_epoch(self, partition: int) -> int:
         return self.epoch
 
-    async def write(self, partition: int, key: bytes, value: bytes | None) -> E:
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> E:
         if self.fail_with is not None:
             return self.fail_with
-        self.records[partition].append((key, value))
+        self.records[partition].extend(records)
         return E.NONE
 
-    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        yield from list(self.records[partition])
+    async def replicated(self, partition: int, timeout_ms: int) -> E:
+        return E.NONE
+
+    def read(self, partition: int) -> Iterator[LoggedRecord]:
+        yield from [LoggedRecord(key, value) for key, value in self.records[partition]]
 
     def states(self) -> list[str]:
         return [decode_txn_value(decode_txn_key(k), v).state.name for rs in self.records.values() for k, v in rs if v]
