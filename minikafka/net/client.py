@@ -17,7 +17,7 @@ import contextlib
 import itertools
 import logging
 import struct
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
 
 from protocol import MalformedResponse, Message, encode_request, parse_response
@@ -248,3 +248,25 @@ class BrokerClient:
             self._protocol.transport.close()
         self._protocol = None
 
+
+class BrokerConnections:
+    """One BrokerClient per other broker, made on first use by ``connect`` (None: the broker's
+    address is not known) and kept until ``close``; for the callers that talk to whichever
+    broker leads something (the transaction coordinator's markers and verifications)."""
+
+    def __init__(self, connect: Callable[[int], BrokerClient | None]) -> None:
+        self.connect = connect
+        self._clients: dict[int, BrokerClient] = {}
+
+    def get(self, broker_id: int) -> BrokerClient | None:
+        client = self._clients.get(broker_id)
+        if client is None:
+            client = self.connect(broker_id)
+            if client is not None:
+                self._clients[broker_id] = client
+        return client
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()

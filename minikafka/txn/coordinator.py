@@ -22,12 +22,11 @@ source and the clock, so its rules are unit-tested without a broker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from minikafka.coordinator_topic import LoggedRecord
 from minikafka.group.schemas import RecordFormatError
@@ -82,7 +81,14 @@ class MarkerWriter(Protocol):
 class TxnCoordinatorConfig:
     max_timeout_ms: int = 900_000
     abort_check_interval_ms: int = 10_000
+    id_expiration_ms: int = 604_800_000
     write_timeout_ms: int = 30_000  # for a state change to reach the ISR, as Kafka's request.timeout.ms
+
+    @classmethod
+    def from_broker(cls, config: Any) -> TxnCoordinatorConfig:
+        return cls(max_timeout_ms=config["transaction.max.timeout.ms"],
+                   abort_check_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                   id_expiration_ms=config["transactional.id.expiration.ms"])
 
 
 @dataclass(frozen=True)
@@ -396,11 +402,37 @@ class TransactionCoordinator:
             await self._abort(transactional_id, fence=False)
         return late
 
+    async def expire_ids(self) -> list[str]:
+        """Forget (tombstone) the transactional ids with no transaction open that were not used
+        for transactional.id.expiration.ms; the ids forgotten."""
+        expired: list[str] = []
+        for transactional_id in list(self.txns):
+            async with self._lock(transactional_id):
+                current = self.txns.get(transactional_id)
+                if current is None or current.state not in COMPLETED \
+                        or self.now_ms() - current.last_update_ms <= self.config.id_expiration_ms:
+                    continue
+                partition = self.partition_for(transactional_id)
+                error = self.store.append(partition, [(encode_txn_key(transactional_id), None)])
+                if error == ErrorCode.NONE:
+                    error = await self.store.replicated(partition, self.config.write_timeout_ms)
+                if error == ErrorCode.NONE:
+                    del self.txns[transactional_id]
+                    self._locks.pop(transactional_id, None)
+                    expired.append(transactional_id)
+        if expired:
+            log.info("forgot %d transactional id(s) unused for %d ms: %s", len(expired), self.config.id_expiration_ms,
+                     ", ".join(expired[:10]) + (" ..." if len(expired) > 10 else ""))
+        return expired
+
     async def _abort_timed_out_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.config.abort_check_interval_ms / 1000)
-            with contextlib.suppress(Exception):
+            try:
                 await self.abort_timed_out()
+                await self.expire_ids()
+            except Exception:  # the next round tries again; a crash here would end the checks for good
+                log.exception("checking for timed-out transactions and expired transactional ids failed")
 
     # ---- what operators see -----------------------------------------------------------------
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:

@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import enum
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from minikafka.group.schemas import RecordFormatError, VersionedSchema, offsets_partition_for
 from protocol.schema import Field
 
 TopicPartition = tuple[str, int]
+
+
+def by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """{topic: its partition indexes}, as the transaction APIs list partitions."""
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    return topics
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767
