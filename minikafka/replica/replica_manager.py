@@ -159,9 +159,10 @@ class Partition:
         self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
 
     # ---- leader --------------------------------------------------------------------------
-    def append(self, records: bytes | memoryview, now: int) -> AppendResult:
-        """Append as leader; with no other ISR member the high watermark follows at once."""
-        result = self.log.append_as_leader(records, self.leader_epoch, now)
+    def append(self, records: bytes | memoryview, now: int, coordinator: bool = False) -> AppendResult:
+        """Append as leader; with no other ISR member the high watermark follows at once.
+        ``coordinator``: the broker's own write (see Log.append_as_leader)."""
+        result = self.log.append_as_leader(records, self.leader_epoch, now, coordinator)
         self._advance_high_watermark()
         return result
 
@@ -578,7 +579,7 @@ class ReplicaManager:
                     f"the transaction of producer {producer_id} ended while {topic}-{index} was verified"))
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message="empty record set")
-        return self._append_to(partition, lambda: partition.append(records, now), acks)
+        return self._append_to(partition, lambda: partition.append(records, now, internal), acks)
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, marker: ControlMarker,
                       now: int) -> ProduceResult:

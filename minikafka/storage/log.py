@@ -408,11 +408,14 @@ class Log:
 
     # ---- appends -----------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int,
+                         coordinator: bool = False) -> AppendResult:
         """Validate, assign offsets from the log end, stamp the epoch (and LogAppendTime), store.
 
         Nothing is written if any batch is rejected.  A retry of one of a producer's last
         five batches returns that batch's original offsets with ``duplicate`` set.
+        ``coordinator``: a coordinator's own write (a transactional offset commit has no
+        sequence), whose producer epoch alone is checked.
         """
         batches = validate_batches(records)
         if not batches:
@@ -431,7 +434,7 @@ class Log:
             self._check_timestamps(batches, now_ms)
         headers = [header for _, header in batches]
         log_append_time = self.config.log_append_time
-        duplicate = self.producer_state.check(headers)
+        duplicate = self.producer_state.check(headers, sequences=not coordinator)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset,

@@ -112,8 +112,10 @@ class ProducerStateManager:
 
     # ---- validation and update -----------------------------------------------------------
 
-    def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+    def check(self, headers: list[BatchHeader], sequences: bool = True) -> BatchMetadata | None:
         """Validate producer epochs and sequences of an append (in order, as if applied).
+        ``sequences`` False: a coordinator's own write (a transactional offset commit, which has
+        no sequence), whose epoch alone is checked, as Kafka's coordinator-origin appends.
 
         Returns the original metadata if the append is a retry of a cached batch; raises
         InvalidProducerEpochError or OutOfOrderSequenceError; otherwise None.
@@ -139,7 +141,9 @@ class ProducerStateManager:
                     raise InvalidProducerEpochError(
                         f"producer {pid} wrote with epoch {epoch}, older than current epoch {current_epoch}"
                     )
-                if epoch > current_epoch:
+                if not sequences:
+                    pass  # the epoch alone counts
+                elif epoch > current_epoch:
                     if first_seq != 0:
                         raise OutOfOrderSequenceError(
                             f"producer {pid} started epoch {epoch} at sequence {first_seq}, not 0"

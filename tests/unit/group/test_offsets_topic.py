@@ -211,3 +211,17 @@ async def test_transactional_offsets_count_once_committed_and_survive_a_restart_
         assert _offsets(stack, "g") == {("t", 0): 10, ("t", 1): 11, ("t", 2): 20}
     finally:
         stack.close()
+
+
+def test_a_transactional_commit_after_an_epoch_bump_is_taken(tmp_path: Path) -> None:
+    # A coordinator's transactional write has no sequence: a producer's new epoch starts with it.
+    stack = Stack(tmp_path)
+    try:
+        assert stack.partition_error("g") == ErrorCode.NONE
+        for epoch in range(3):
+            producer = TxnProducer(8000, epoch)
+            assert set(_txn_commit(stack, "g", producer, {("t", 0): epoch}).values()) == {ErrorCode.NONE}, epoch
+            _end_txn(stack, "g", producer, committed=True)
+        assert _offsets(stack, "g") == {("t", 0): 2}
+    finally:
+        stack.close()
