@@ -12,6 +12,7 @@ record is read back exactly once, by a fresh reader and by a consumer that ran t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -26,7 +27,7 @@ from kafka import KafkaAdminClient
 from kafka.structs import TopicPartitionReplica
 from kazoo.client import KazooClient
 
-from tests.integration.broker_process import REPO_ROOT, wait_until
+from tests.integration.broker_process import REPO_ROOT, BrokerProcess, wait_until
 from tests.integration.disk_faults import Tmpfs, mount_unavailable, replace_with_file
 from tests.system.cluster import Cluster
 from tests.system.conftest import _CLUSTERS_KEY
@@ -43,6 +44,12 @@ from tests.system.zookeeper import ZooKeeperProcess
 CHROOT = "/minikafka"
 STORAGE_ERROR = "org.apache.kafka.common.errors.KafkaStorageException"
 Replica = tuple[int, str, int]  # (broker, topic, partition)
+
+
+def _replica_dirs(broker: BrokerProcess, topic: str, partitions: int) -> dict[str, Path] | None:
+    """Where the broker holds each replica of ``topic``, once it holds them all."""
+    found = broker.partition_dirs()
+    return found if all(f"{topic}-{p}" in found for p in range(partitions)) else None
 
 
 @dataclass
@@ -77,7 +84,9 @@ class Scenario:
         self.cluster.create_topic(name, partitions, 3, **configs)
         self.topics[name] = partitions
         for b, broker in self.cluster.brokers.items():
-            on_disk = broker.partition_dirs()
+            # A follower makes its replica when its LeaderAndIsr comes, which Metadata may precede.
+            on_disk = wait_until(functools.partial(_replica_dirs, broker, name, partitions), 30,
+                                 what=f"the replicas of {name} on broker {b}")
             for p in range(partitions):
                 assert on_disk[f"{name}-{p}"] == broker.log_dirs[dir_of[p]], f"{name}-{p} on broker {b}: {on_disk}"
                 self.placement[(b, name, p)] = broker.log_dirs[dir_of[p]]
