@@ -18,7 +18,7 @@ from typing import Any
 
 import prometheus_client
 
-from minikafka.config import BrokerConfig
+from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
@@ -27,12 +27,16 @@ from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.metadata_cache import MetadataCache
+from minikafka.net.streams import TlsHandshakeFailed
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.replica.replication_quota import ReplicationThrottle
+from minikafka.security.manager import BrokerSecurity, OpenFailed
+from minikafka.security.session import Session
+from minikafka.security.stores import EmbeddedSecurityStore, SecurityStore, ZkSecurityStore
 from minikafka.server.cluster_membership import ClusterMembership
 from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
@@ -79,6 +83,10 @@ class Broker:
         # Set when the broker decides to stop on its own (the process then stops as on SIGTERM).
         self.shutdown_requested = asyncio.Event()
         self.port = 0
+        try:
+            self.security = BrokerSecurity(config)
+        except ConfigError as exc:
+            raise BrokerStartupError(str(exc)) from None
 
     async def start(self) -> None:
         self._create_dirs()
@@ -121,6 +129,9 @@ class Broker:
         self.balancer.start()
         self.cleaner.start()
         self.group_coordinator = self._start_group_coordinator()
+        security_store: SecurityStore = EmbeddedSecurityStore(self.store) if self.config.embedded \
+            else ZkSecurityStore(self.zk)
+        await self.security.start(security_store)
         self._listen()
         self._start_metrics()
         advertised = self._advertised()
@@ -136,7 +147,9 @@ class Broker:
             groups=self.group_coordinator, mover=self.mover, commands=commands,
             inter_broker_listener=self.inter_broker_listener,
             broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1,
-            cluster_controller=self.membership.controller if self.membership is not None else None)
+            cluster_controller=self.membership.controller if self.membership is not None else None,
+            security=self.security, session=Session(self.security.listeners[self.listeners[0].name], "",
+                                                    self.security.authorizer, self.security.credential))
         loop = asyncio.get_running_loop()
         self._background = [
             loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
@@ -320,20 +333,33 @@ class Broker:
             client, address = await loop.sock_accept(server)
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(client, f"{address[0]}:{address[1]}", self._dispatcher_for(address[0], listener),
-                                    self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
-            task = loop.create_task(connection.serve())
+            task = loop.create_task(self._serve(client, address[0], f"{address[0]}:{address[1]}", listener))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
-    def _dispatcher_for(self, client_host: str, listener: str) -> Any:
-        """A dispatch function whose handlers see the connection's client address and listener."""
-        context = dataclasses.replace(self.context, client_host=client_host, listener_name=listener)
+    async def _serve(self, client: socket.socket, client_host: str, peer: str, listener: str) -> None:
+        """One accepted connection: its TLS handshake if any, then its requests."""
+        try:
+            stream, session = await self.security.open(client, listener, client_host)
+        except (TlsHandshakeFailed, OpenFailed) as exc:
+            log.info("closing connection from %s on listener %s: %s", peer, listener, exc)
+            return
+        connection = Connection(stream, peer, self._dispatcher_for(session, listener),
+                                self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
+        session.attach(connection)
+        await connection.serve()
+
+    def _dispatcher_for(self, session: Session, listener: str) -> Any:
+        """A dispatch function whose handlers see the connection's session and listener; requests
+        the session does not admit yet (before SASL authentication) close the connection."""
+        context = dataclasses.replace(self.context, client_host=session.client_host, listener_name=listener,
+                                      session=session)
 
         def dispatch(request: Request) -> Any:
             handler = HANDLERS.get(request.api_key)
             if handler is None or request.api_key not in context.handled_apis:
                 raise UnhandledApi(f"api key {request.api_key} is not served by this broker")
+            session.admit(request)
             return handler(request, context)
 
         return dispatch
@@ -368,6 +394,7 @@ class Broker:
         await self.balancer.stop()
         await self.mover.stop()
         await self.cleaner.stop()
+        await self.security.stop()
         self.log_manager.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

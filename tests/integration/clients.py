@@ -146,10 +146,11 @@ def kafka_python_produce(
 
 
 def kafka_python_consume(
-    bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0,
+    bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0, **config: object,
 ) -> list[ReadRecord]:
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+        **config,
     )
     try:
         tps = [KpTopicPartition(topic, p) for p in partitions]
