@@ -209,10 +209,14 @@ class BrokerSecurity:
                  "; ACL authorization on" if self.authorizer.enabled else "")
 
     async def reload(self) -> None:
-        """Everything again (a cluster broker back in a new ZooKeeper session: watches were lost)."""
+        """Read everything again (changes may have been missed while the broker was starting)."""
         assert self.store is not None
         self.credentials = await self.store.credentials()
         self.authorizer.acls = dict(await self.store.acls())
+
+    async def new_session(self) -> None:
+        """A cluster broker is back in a new ZooKeeper session: its watches were lost with the old one."""
+        await self.reload()
         if self._acl_changes is not None:
             await self._acl_changes.start()
 

@@ -213,10 +213,15 @@ class Broker:
                                       self.group_coordinator, self.membership.topic_configs,
                                       self.membership.forget_topic_configs)
         self.membership.on_deleted_topics = commands.delete_replicas_of_deleted_topics
+        self.membership.on_user_changed = self.security.user_changed
+        self.membership.on_new_session = self.security.new_session
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:
             raise BrokerStartupError(str(exc)) from None
+        # Users changed between the security store's first load and the membership's first look at
+        # the config change notifications would be missed: read them all again.
+        await self.security.reload()
         self.dir_reports.start()
         return commands
 

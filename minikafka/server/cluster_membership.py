@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from minikafka.config import BrokerConfig, ConfigError
@@ -54,6 +54,10 @@ class ClusterMembership:
         # Told, after each registration, which of this broker's replicas are of topics deleted
         # while it was away (see ControllerCommands.delete_replicas_of_deleted_topics).
         self.on_deleted_topics: DeletedTopics | None = None
+        # Security (minikafka/security): a user's /config/users znode changed (its name as in the
+        # znode path), and a new session began whose watches must be set again.
+        self.on_user_changed: Callable[[str], Awaitable[None]] | None = None
+        self.on_new_session: Callable[[], Awaitable[None]] | None = None
 
     async def start(self) -> None:
         self.broker_epoch = await self._register()
@@ -125,6 +129,8 @@ class ClusterMembership:
         # Topics may have been deleted, or re-created with other configs, while it was cut off.
         self._topic_configs.clear()
         await self.zk.config_changes(self._config_changed)
+        if self.on_new_session is not None:
+            await self.on_new_session()
         self.controller.post(self.controller.controller_moved)
         await self._find_deleted_topics()
 
@@ -224,6 +230,8 @@ class ClusterMembership:
                 log.info("configs of topic %s are now %s", entity_name, configs)
             elif kind == "brokers":
                 await self._apply_broker_configs()
+            elif kind == "users" and self.on_user_changed is not None:
+                await self.on_user_changed(entity_name)
 
     async def _apply_broker_configs(self) -> None:
         own = await self.zk.entity_configs("brokers", str(self.broker_id)) or {}
