@@ -7,7 +7,9 @@ import logging
 from typing import Any
 
 from minikafka.controller.topics import OFFSETS_TOPIC
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -28,7 +30,9 @@ async def ensure_offsets_topic(ctx: BrokerContext) -> None:
 def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
     node = None
     message: str | None
-    if key_type == GROUP_KEY_TYPE:
+    if key_type == GROUP_KEY_TYPE and not may_on_group(ctx, AclOperation.DESCRIBE, key):
+        error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+    elif key_type == GROUP_KEY_TYPE:
         error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's __consumer_offsets partition is unavailable"
         state = ctx.metadata.partition(OFFSETS_TOPIC, ctx.groups.partition_for(key))
         if state is not None and state.available:

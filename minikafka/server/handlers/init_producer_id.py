@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.storage.errors import KafkaStorageError
 from protocol import Request
@@ -23,6 +24,10 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         log.warning("refused InitProducerId for transactional id %r: transactions are not supported",
                     request.body.transactional_id)
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
+    # IDEMPOTENT_WRITE on the cluster, or (KIP-679) WRITE on some topic.
+    if not (ctx.session.allowed_on_cluster(AclOperation.IDEMPOTENT_WRITE)
+            or ctx.session.allowed_on_some(AclOperation.WRITE, ResourceType.TOPIC)):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
     try:
         producer_id = await ctx.controller.next_producer_id()
     except KafkaStorageError:

@@ -8,7 +8,9 @@ from collections.abc import Awaitable
 from typing import Any
 
 from minikafka.replica.replica_manager import ProduceResult, now_ms
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -28,10 +30,13 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     for topic_data in body.topic_data:
         name = await _topic_name(topic_data, by_id, ctx)
         names.append(name)
+        writable = name is not None and may_on_topic(ctx, AclOperation.WRITE, name)
         partitions: list[tuple[int, ProduceResult]] = []
         for data in topic_data.partition_data:
             if acks not in (-1, 0, 1):
                 result = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+            elif name is not None and not writable:
+                result = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif body.transactional_id is not None:
                 result = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                        error_message="transactions are not supported")
@@ -85,6 +90,6 @@ async def _topic_name(topic_data: Any, by_id: bool, ctx: BrokerContext) -> str |
         topic = ctx.metadata.topic_by_id(topic_data.topic_id)
         return topic.name if topic is not None else None
     name = topic_data.name
-    if ctx.metadata.topic(name) is None and ctx.config["auto.create.topics.enable"]:
+    if ctx.metadata.topic(name) is None and ctx.config["auto.create.topics.enable"] and may_create_topic(ctx, name):
         await ctx.controller.auto_create_topic(name)
     return name
