@@ -15,6 +15,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from minikafka.security.client import PLAINTEXT_CLIENT, REAUTHENTICATE_AT, ClientSecurity, login
 from protocol import MalformedResponse, Message, encode_request, parse_response
 
 log = logging.getLogger(__name__)
@@ -27,11 +28,15 @@ class BrokerUnreachable(Exception):
 
 
 class BrokerClient:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0,
+                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
+        # The inter-broker listener's TLS and SASL (security/client.py).
+        self.security = security
+        self._reauthenticate_at: float | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = itertools.count(1)
@@ -55,8 +60,22 @@ class BrokerClient:
     async def _exchange(self, api_key: int, version: int, body: Mapping[str, Any]) -> Message:
         if self._writer is None:
             async with asyncio.timeout(self.connect_timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        assert self._reader is not None
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, **self.security.connect_arguments(self.host))
+                await self._login()
+        elif self._reauthenticate_at is not None and asyncio.get_running_loop().time() >= self._reauthenticate_at:
+            await self._login()
+        return await self._round_trip(api_key, version, body)
+
+    async def _login(self) -> None:
+        if self.security.login is None:
+            return
+        lifetime_ms = await login(self._round_trip, self.security.login)
+        self._reauthenticate_at = None if lifetime_ms <= 0 else \
+            asyncio.get_running_loop().time() + lifetime_ms * REAUTHENTICATE_AT / 1000
+
+    async def _round_trip(self, api_key: int, version: int, body: Mapping[str, Any]) -> Message:
+        assert self._reader is not None and self._writer is not None
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         self._writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
         await self._writer.drain()

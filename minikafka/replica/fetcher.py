@@ -22,6 +22,7 @@ from typing import Any
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPartition
 from minikafka.replica.replication_quota import REPLICATION_BYTES_IN
+from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.storage.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError
@@ -44,6 +45,7 @@ class FetcherConfig:
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     fetchers_per_leader: int = 1  # num.replica.fetchers
     request_timeout_ms: int = 30000
+    security: ClientSecurity = PLAINTEXT_CLIENT  # the inter-broker listener's TLS and SASL
 
 
 @dataclass
@@ -86,7 +88,8 @@ class LeaderFetcher:
                 if client is None or (client.host, client.port) != address:
                     if client is not None:
                         client.close()
-                    client = BrokerClient(*address, client_id=f"replica-fetcher-{self.config.broker_id}")
+                    client = BrokerClient(*address, client_id=f"replica-fetcher-{self.config.broker_id}",
+                                          security=self.config.security)
                 try:
                     if not await self._truncate(client):
                         await self._fetch(client)

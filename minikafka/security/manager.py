@@ -30,6 +30,7 @@ from minikafka.security.acl import (
     parse_super_users,
     select,
 )
+from minikafka.security.client import ClientSecurity
 from minikafka.security.jaas import LOGIN_MODULES, parse_jaas_config
 from minikafka.security.principal import NoMappingRule, principal_of_certificate
 from minikafka.security.sasl import MECHANISMS, PLAIN, SaslLogin
@@ -74,18 +75,6 @@ class UserAltered:
     user: str
     error: ErrorCode
     message: str | None
-
-
-@dataclass(frozen=True)
-class ClientSecurity:
-    """How this broker connects to another broker's inter-broker listener: TLS (with the name to
-    check the other's certificate against, when hostname checking is on) and a SASL login."""
-
-    tls: ssl.SSLContext | None = None
-    login: SaslLogin | None = None
-
-
-PLAINTEXT_CLIENT = ClientSecurity()
 
 
 class OpenFailed(ConnectionError):

@@ -200,9 +200,11 @@ class Broker:
             broker_id=config.broker_id, fetch_max_wait_ms=config["replica.fetch.wait.max.ms"],
             fetch_min_bytes=config["replica.fetch.min.bytes"], partition_max_bytes=config["replica.fetch.max.bytes"],
             response_max_bytes=config["replica.fetch.response.max.bytes"],
-            backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"]))
+            backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"],
+            security=self.security.client))
         registration = BrokerRegistration(config.broker_id, advertised)
-        self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter)
+        self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter,
+                                            self.security.client)
         self.membership.controller_endpoint = lambda: endpoint_of(self.metadata.controller_id)
         self.dir_reports = LogDirReports(self.membership, self.log_manager, config["log.dir.failure.timeout.ms"],
                                          self.membership.controller_endpoint, self._shut_down)

@@ -23,6 +23,7 @@ from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
+from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.topic_config import log_config_for
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
 from protocol.errors import ErrorCode
@@ -36,7 +37,8 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 
 class ClusterMembership:
     def __init__(self, config: BrokerConfig, zk: KafkaZk, replica_manager: ReplicaManager,
-                 registration: BrokerRegistration, inter_broker_listener: str) -> None:
+                 registration: BrokerRegistration, inter_broker_listener: str,
+                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
@@ -44,7 +46,8 @@ class ClusterMembership:
         self.registration = registration
         self.inter_broker_listener = inter_broker_listener
         self.broker_epoch = -1
-        self.controller = ZkController(config, zk, inter_broker_listener)
+        self.security = security  # how this broker connects to the others (and its controller to them)
+        self.controller = ZkController(config, zk, inter_broker_listener, security)
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._seen_config_changes: set[str] = set()
         self._session_lost = False
@@ -273,7 +276,7 @@ class ClusterMembership:
         address = self.controller_endpoint()
         if address is None:
             return None
-        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}")
+        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}", security=self.security)
         try:
             response = await client.request(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
                                             {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, 30.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,10 @@ class Certs:
 
     def key(self, name: str) -> str:
         return str(self.dir / f"{name}.key")
+
+    def client_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting this authority."""
+        return ssl.create_default_context(cafile=self.ca)
 
     def make(self, *names: str, days: int | None = None, subject_suffix: str = "") -> Certs:
         env = dict(os.environ, SUBJECT_SUFFIX=subject_suffix)
