@@ -7,11 +7,12 @@ Prints a markdown table, then runs bench/bench_codec.py (the protocol codec's co
 request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_move.py (moves
 between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned against the lower
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
-read), bench/bench_cleaner.py (log compaction) and bench/bench_cluster.py (replication, failover and
-catch-up of a three-broker cluster) and prints their reports.
+read), bench/bench_cleaner.py (log compaction), bench/bench_cluster.py (replication, failover and
+catch-up of a three-broker cluster) and bench/bench_tls.py (TLS against plaintext on one broker)
+and prints their reports.
 
 Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
-       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cluster]
+       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cluster] [--skip-tls]
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class Result:
 
 
 def produce(bootstrap: str, topic: str, partitions: int, records: int, record_bytes: int, acks: str,
-            timeout: float) -> Result:
+            timeout: float, client: dict[str, str] | None = None) -> Result:
+    """``client``: more librdkafka settings (TLS, SASL)."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap,
         "acks": acks,
@@ -66,6 +68,7 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, record_by
         "compression.type": "none",
         "linger.ms": 5,
         "queue.buffering.max.kbytes": 256 * 1024,
+        **(client or {}),
     })
     value = bytes(record_bytes)
     failures: list[str] = []
@@ -90,7 +93,8 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, record_by
     return Result("produce", acks, partitions, records, records * record_bytes, elapsed)
 
 
-def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str, timeout: float) -> Result:
+def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str, timeout: float,
+            client: dict[str, str] | None = None) -> Result:
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "bench-never-committed",
@@ -98,6 +102,7 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str
         "enable.auto.offset.store": False,
         "fetch.max.bytes": 50 * MiB,
         "max.partition.fetch.bytes": 8 * MiB,
+        **(client or {}),
     })
     try:
         # Connect and learn leaders and offsets before the clock starts.
@@ -164,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-spark", action="store_true", help="skip bench/bench_spark.py")
     parser.add_argument("--skip-cluster", action="store_true", help="skip bench/bench_cluster.py")
     parser.add_argument("--skip-cleaner", action="store_true", help="skip bench/bench_cleaner.py")
+    parser.add_argument("--skip-tls", action="store_true", help="skip bench/bench_tls.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -214,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_cluster:
         print()
         print(run_script("bench_cluster.py", 1800))
+    if not args.skip_tls:
+        print()
+        print(run_script("bench_tls.py", 1800))
     return 0
 
 

@@ -8,7 +8,7 @@ their first request, and again before their session expires (KIP-368).
 from __future__ import annotations
 
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,8 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 REAUTHENTICATE_AT = 0.85
 
 Exchange = Callable[[int, int, Mapping[str, Any]], Awaitable[Message]]
+# A request to send (api key, version, body); the generator is sent each answer.
+LoginSteps = Generator[tuple[int, int, Mapping[str, Any]], Message, int]
 
 
 class SaslLoginFailed(ConnectionError):
@@ -43,7 +45,19 @@ PLAINTEXT_CLIENT = ClientSecurity()
 async def login(exchange: Exchange, credentials: SaslLogin) -> int:
     """Authenticate on a connection (SaslHandshake v1, then SaslAuthenticate); the session's
     lifetime in ms (0: it does not expire)."""
-    handshake = await exchange(SASL_HANDSHAKE, 1, {"mechanism": credentials.mechanism})
+    steps = login_steps(credentials)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await exchange(*request))
+    except StopIteration as done:
+        return int(done.value)
+
+
+def login_steps(credentials: SaslLogin) -> LoginSteps:
+    """The requests of a login, each given its answer (sans-IO: blocking and asyncio clients
+    drive it); returns the session's lifetime in ms."""
+    handshake = yield SASL_HANDSHAKE, 1, {"mechanism": credentials.mechanism}
     if handshake.error_code:
         raise SaslLoginFailed(f"SASL mechanism {credentials.mechanism} refused (error {handshake.error_code}; the "
                               f"listener enables {', '.join(handshake.mechanisms)})")
@@ -51,7 +65,7 @@ async def login(exchange: Exchange, credentials: SaslLogin) -> int:
     token: bytes | None = tokens.first()
     lifetime = 0
     while token is not None:
-        answer = await exchange(SASL_AUTHENTICATE, 1, {"auth_bytes": token})
+        answer = yield SASL_AUTHENTICATE, 1, {"auth_bytes": token}
         if answer.error_code:
             raise SaslLoginFailed(f"authentication of {credentials.username} ({credentials.mechanism}) failed: "
                                   f"{answer.error_message}")

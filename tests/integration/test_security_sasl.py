@@ -14,6 +14,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,3 +310,31 @@ def test_a_fuzzed_sasl_exchange_never_authenticates(sasl: SaslBroker) -> None:
         _authenticate(wire, "PLAIN", "alice", "alice-secret")
         assert wire.metadata([]).brokers
     wait_until(lambda: "Traceback" not in Path(sasl.broker.stderr_path).read_text(), 1, what="no traceback")
+
+
+def test_the_tools_reach_a_secured_listener_with_a_command_config(sasl: SaslBroker, tmp_path: Path) -> None:
+    """minikafka configs (KIP-554 through a broker), ping and log-dirs with Kafka's client keys."""
+    config = tmp_path / "admin.properties"
+    config.write_text(f"security.protocol=SASL_SSL\nssl.truststore.location={sasl.certs.ca}\n"
+                      "sasl.mechanism=PLAIN\nsasl.jaas.config=" + jaas(PLAIN_MODULE, username="admin",
+                                                                        password="admin-secret") + "\n")
+
+    def tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "minikafka", *args], capture_output=True, text=True,
+                              timeout=60)
+
+    made = tool("configs", "--bootstrap-server", sasl.sasl_ssl, "--command-config", str(config), "--entity-type",
+                "users", "--entity-name", "carol", "--alter", "--add-config", "SCRAM-SHA-512=[password=carol-secret]")
+    assert made.returncode == 0, made.stderr
+    described = tool("configs", "--bootstrap-server", sasl.sasl_ssl, "--command-config", str(config),
+                     "--entity-type", "users", "--entity-name", "carol", "--describe")
+    assert "SCRAM-SHA-512=iterations=4096" in described.stdout, described.stderr
+    confluent_produce(sasl.sasl, "tools", [(b"k", b"from carol")], **confluent_sasl("SCRAM-SHA-512", "carol",
+                                                                                    "carol-secret"))
+    assert tool("ping", "--bootstrap-server", sasl.sasl_ssl, "--command-config", str(config)).returncode == 0
+    assert tool("ping", "--bootstrap-server", sasl.sasl_ssl).returncode == 1  # no TLS: no answer
+    dirs = tool("log-dirs", "--bootstrap-server", sasl.sasl_ssl, "--command-config", str(config), "--describe")
+    assert dirs.returncode == 0 and "tools" in dirs.stdout, dirs.stderr
+    config.write_text(config.read_text().replace("admin-secret", "wrong"))
+    refused = tool("ping", "--bootstrap-server", sasl.sasl_ssl, "--command-config", str(config))
+    assert refused.returncode == 1 and "Authentication failed" in refused.stderr
