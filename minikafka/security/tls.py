@@ -46,6 +46,8 @@ class TlsSettings:
 
     @classmethod
     def of_listener(cls, config: BrokerConfig, listener: str) -> TlsSettings:
+        """The listener's settings. As in Kafka (KIP-684), a SASL_SSL listener asks for client
+        certificates only when told so for itself (listener.name.<l>.ssl.client.auth)."""
         keys: dict[str, str] = {}
 
         def value(key: str) -> Any:
@@ -67,7 +69,8 @@ class TlsSettings:
             private_key=str(value("ssl.keystore.key")),
             truststore_location=str(value("ssl.truststore.location")),
             truststore_certificates=str(value("ssl.truststore.certificates")),
-            client_auth=str(value("ssl.client.auth")),
+            client_auth=str(value("ssl.client.auth")) if config.security_protocol_of(listener) == "SSL"
+            or "ssl.client.auth" in config.per_listener.get(listener.upper(), {}) else "none",
             protocols=tuple(value("ssl.enabled.protocols")),
             cipher_suites=tuple(value("ssl.cipher.suites")),
             check_hostname=str(value("ssl.endpoint.identification.algorithm")).lower() == "https",
