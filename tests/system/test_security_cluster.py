@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,6 +167,34 @@ def test_acl_and_user_changes_reach_every_broker_within_a_second(secure: SecureC
     assert time.monotonic() - changed < 10
     refusal = confluent_refusal(secure.internal(3), secure.sasl("alice", "wrong"))
     assert "Authentication failed" in refusal
+    # Kafka's layout, as Kafka's own tools would read it.
+    zk = KazooClient(hosts=cluster.zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        acls = json.loads(zk.get(f"{CHROOT}/kafka-acl/Topic/private")[0])
+        assert {"principal": "User:alice", "permissionType": "Allow", "operation": "Write", "host": "*"} \
+            in acls["acls"] and acls["version"] == 1
+        assert all(c.startswith("acl_changes_") for c in zk.get_children(f"{CHROOT}/kafka-acl-changes"))
+        user = json.loads(zk.get(f"{CHROOT}/config/users/alice")[0])
+        assert re.fullmatch(r"salt=\S+,stored_key=\S+,server_key=\S+,iterations=4096", user["config"]["SCRAM-SHA-512"])
+        # A prefixed deny, made through broker 1, beats alice's allow on broker 3.
+        _wait(secure.admin().create_acls([AclBinding(
+            ResourceType.TOPIC, "priv", ResourcePatternType.PREFIXED, "User:alice", "*", AclOperation.WRITE,
+            AclPermissionType.DENY)]))
+        assert zk.exists(f"{CHROOT}/kafka-acl-extended/prefixed/Topic/priv")
+        assert zk.get_children(f"{CHROOT}/kafka-acl-extended-changes")
+    finally:
+        zk.stop()
+        zk.close()
+    producer = confluent_kafka.Producer({"bootstrap.servers": secure.internal(3), "acks": "all", "retries": 0,
+                                         "message.timeout.ms": 3000, **secure.sasl("alice", "alice-secret")})
+
+    def denied() -> bool:
+        outcome: list[object] = []
+        producer.produce("private", b"denied?", on_delivery=lambda err, _msg: outcome.append(err))
+        producer.flush(10)
+        return bool(outcome) and outcome[0] is not None and "TOPIC_AUTHORIZATION_FAILED" in str(outcome[0])
+    wait_until(denied, 10, interval=0.05, what="the deny in force on broker 3")
 
 
 def test_a_controller_request_from_a_principal_that_is_no_broker_is_refused(secure: SecureCluster) -> None:
