@@ -26,10 +26,11 @@ pytestmark = pytest.mark.integration
 
 
 class TlsBroker:
-    def __init__(self, broker: BrokerProcess, certs: Certs, tls_port: int, mtls_port: int) -> None:
+    def __init__(self, broker: BrokerProcess, certs: Certs, ports: dict[str, int]) -> None:
         self.broker, self.certs = broker, certs
-        self.tls = f"{HOST}:{tls_port}"  # SSL, no client certificate asked for
-        self.mtls = f"{HOST}:{mtls_port}"  # SSL with ssl.client.auth=required
+        self.tls = f"{HOST}:{ports['SSL']}"  # SSL, no client certificate asked for
+        self.mtls = f"{HOST}:{ports['MTLS']}"  # SSL with ssl.client.auth=required
+        self.inline = f"{HOST}:{ports['INLINE']}"  # key and trust stores given inline, TLS 1.2 only
 
     def log(self) -> str:
         return Path(self.broker.stderr_path).read_text()
@@ -41,18 +42,25 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
     certs = Certs(root / "certs").make("broker", "client")
     Certs(root / "certs").make("expired", days=0)
     Certs(root / "other-ca").make("stranger")
-    tls_port, mtls_port = free_port(), free_port()
+    ports = {name: free_port() for name in ("SSL", "MTLS", "INLINE")}
     broker = BrokerProcess(root / "broker", overrides={
-        "listeners": f"PLAINTEXT://{HOST}:0,SSL://{HOST}:{tls_port},MTLS://{HOST}:{mtls_port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,INLINE:SSL",
         "ssl.keystore.location": certs.keystore("broker"),
         "ssl.truststore.location": certs.ca,
         "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.inline.ssl.keystore.location": "",
+        "listener.name.inline.ssl.keystore.certificate.chain": Path(certs.cert("broker")).read_text(),
+        "listener.name.inline.ssl.keystore.key": Path(certs.key("broker")).read_text(),
+        "listener.name.inline.ssl.truststore.location": "",
+        "listener.name.inline.ssl.truststore.certificates": Path(certs.ca).read_text(),
+        "listener.name.inline.ssl.client.auth": "required",
+        "listener.name.inline.ssl.enabled.protocols": "TLSv1.2",
+        "listener.name.inline.ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
     })
-    broker.overrides["listeners"] = broker.overrides["listeners"].replace(f"{HOST}:0", broker.bootstrap)
+    broker.overrides["listeners"] += "".join(f",{name}://{HOST}:{port}" for name, port in ports.items())
     broker.start()
     try:
-        yield TlsBroker(broker, certs, tls_port, mtls_port)
+        yield TlsBroker(broker, certs, ports)
     finally:
         broker.close()
 
@@ -119,3 +127,14 @@ def test_a_plaintext_client_on_a_tls_port_is_closed_and_the_others_go_on(tls: Tl
     read = confluent_consume(tls.tls, "tls-goes-on", [0], **confluent_tls(tls.certs))
     assert [r.value for r in read] == [b"before", b"after"]
     assert tls.broker.is_running()
+
+
+def test_key_and_trust_stores_given_inline_and_tls_settings_per_listener(tls: TlsBroker) -> None:
+    """ssl.keystore.certificate.chain / ssl.keystore.key and ssl.truststore.certificates for one
+    listener, which takes TLS 1.2 with one cipher suite only."""
+    conf = {**confluent_tls(tls.certs, "client"), "ssl.cipher.suites": "ECDHE-ECDSA-AES256-GCM-SHA384"}
+    acked = confluent_produce(tls.inline, "inline-orders", [(b"k", b"inline")], **conf)
+    assert [r.value for r in confluent_consume(tls.inline, "inline-orders", [0], **conf)] == [b"inline"]
+    assert acked == [(0, 0)]
+    confluent_refusal(tls.inline, {**conf, "ssl.cipher.suites": "ECDHE-ECDSA-AES128-GCM-SHA256"})
+    confluent_refusal(tls.inline, confluent_tls(tls.certs))  # no client certificate
