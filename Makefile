@@ -50,7 +50,7 @@ lint: $(BIN)/.installed-test
 	$(BIN)/mypy
 
 test: $(BIN)/.installed-test system-deps lint
-	$(BIN)/pytest -q -p no:cacheprovider tests
+	$(BIN)/pytest -q -p no:cacheprovider --durations=25 tests
 
 unit: $(BIN)/.installed-test
 	$(BIN)/pytest -q tests/unit

@@ -127,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     for i, (mib, rate, idle, busy, swap) in enumerate(rows):
         print(f"| {i + 1} | {mib:.0f} | {rate:.1f} | {idle:.1f} | {busy:.1f} | {busy / idle:.2f} | {swap:.1f} |")
     median = [statistics.median(column) for column in zip(*rows, strict=True)]
-    print(f"| median | {median[0]:.0f} | {median[1]:.1f} | {median[2]:.1f} | {median[3]:.1f} | "
-          f"{median[3] / median[2]:.2f} | {median[4]:.1f} |")
+    ratio = statistics.median(busy / idle for _, _, idle, busy, _ in rows)
+    print(f"| median | {median[0]:.0f} | {median[1]:.1f} | {median[2]:.1f} | {median[3]:.1f} | {ratio:.2f} | "
+          f"{median[4]:.1f} |")
     return 0
 
 

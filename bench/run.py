@@ -7,18 +7,20 @@ Prints a markdown table, then runs bench/bench_codec.py (the protocol codec's co
 request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_move.py (moves
 between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned against the lower
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
-read), bench/bench_cleaner.py (log compaction), bench/bench_cluster.py (replication, failover and
-catch-up of a three-broker cluster) and bench/bench_tls.py (TLS against plaintext on one broker)
-and prints their reports.
+read), bench/bench_cleaner.py (log compaction), bench/bench_produce_cpu.py (the broker's CPU per
+produced record), bench/bench_cluster.py (replication, failover, catch-up and reassignment in a
+three-broker cluster) and bench/bench_tls.py (TLS against plaintext on one broker) and prints their
+reports, then the replication figures of issue 23 side by side with their aims.
 
 Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
-       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cluster] [--skip-tls]
+       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cpu] [--skip-cluster] [--skip-tls]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import platform
 import subprocess
 import sys
@@ -146,14 +148,30 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def run_script(name: str, timeout: float) -> str:
+def run_script(name: str, timeout: float, *args: str) -> str:
     """Run bench/<name> with this interpreter; its stdout, or why it failed."""
     script = REPO_ROOT / "bench" / name
-    done = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:
         return f"bench/{name} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
     return done.stdout.rstrip()
+
+
+def record_figure(path: Path | None, name: str, value: float, aim: str, met: bool) -> None:
+    """Add one headline figure to the file ``--figures`` named (one JSON object a line)."""
+    if path is not None:
+        with path.open("a") as figures:
+            figures.write(json.dumps({"name": name, "value": value, "aim": aim, "met": met}) + "\n")
+
+
+def figures_table(path: Path) -> str:
+    if not path.exists():
+        return "(no figures: the benches that report them failed or were skipped)"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return "\n".join(["| figure (median of three) | value | aim | met |", "|---|---:|---|---|",
+                      *(f"| {r['name']} | {r['value']:.2f} | {r['aim']} | {'yes' if r['met'] else 'no'} |"
+                        for r in rows)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-move", action="store_true", help="skip bench/bench_move.py")
     parser.add_argument("--skip-balancer", action="store_true", help="skip bench/bench_balancer.py")
     parser.add_argument("--skip-spark", action="store_true", help="skip bench/bench_spark.py")
+    parser.add_argument("--skip-cpu", action="store_true", help="skip bench/bench_produce_cpu.py")
     parser.add_argument("--skip-cluster", action="store_true", help="skip bench/bench_cluster.py")
     parser.add_argument("--skip-cleaner", action="store_true", help="skip bench/bench_cleaner.py")
     parser.add_argument("--skip-tls", action="store_true", help="skip bench/bench_tls.py")
@@ -217,9 +236,22 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_cleaner:
         print("\n## log cleaner throughput, and produce throughput while it cleans (bench/bench_cleaner.py)\n")
         print(run_script("bench_cleaner.py", 1800))
-    if not args.skip_cluster:
-        print()
-        print(run_script("bench_cluster.py", 1800))
+    with tempfile.TemporaryDirectory(prefix="minikafka-bench-figures-") as tmp:
+        figures = Path(tmp) / "figures.jsonl"
+        with open("/proc/loadavg") as loadavg:
+            load_before = " ".join(loadavg.read().split()[:3])
+        if not args.skip_cpu:
+            print()
+            print(run_script("bench_produce_cpu.py", 900, "--figures", str(figures)))
+        if not args.skip_cluster:
+            print()
+            print(run_script("bench_cluster.py", 3600, "--figures", str(figures)))
+        if not (args.skip_cpu and args.skip_cluster):
+            with open("/proc/loadavg") as loadavg:
+                load_after = " ".join(loadavg.read().split()[:3])
+            print(f"\n## Replication at disk speed (issue 23): the figures side by side\n\n{figures_table(figures)}\n\n"
+                  f"load average of the machine (1, 5, 15 min) before these two benches: {load_before}; "
+                  f"after: {load_after}")
     if not args.skip_tls:
         print()
         print(run_script("bench_tls.py", 1800))

@@ -181,7 +181,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "what happens to old segments of a topic without cleanup.policy: delete (by retention), "
                   "compact (the latest record of each key is kept) or compact,delete", dynamic=True),
         ConfigDef("log.cleaner.enable", _parse_bool, True, "run the log cleaner, which compacts compacted topics"),
-        ConfigDef("log.cleaner.threads", _parse_int, 1, "threads cleaning logs (at most one clean per log dir at once)",
+        ConfigDef("log.cleaner.threads", _parse_int, 1, "cleans running at once, each in a process of its own (at most one per log dir)",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("log.cleaner.backoff.ms", _parse_int, 15_000, "pause of the cleaner when no log needs cleaning",
                   lambda v: v >= 0, "must be >= 0"),
@@ -311,6 +311,26 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("controlled.shutdown.retry.backoff.ms", _parse_int, 5000, "pause between those attempts",
                   lambda v: v >= 0, "must be >= 0"),
+        # ---- transactions (KIP-98) ----
+        ConfigDef("transaction.state.log.num.partitions", _parse_int, 50,
+                  "partitions of __transaction_state, fixed when it is created", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("transaction.state.log.replication.factor", _parse_int, 3,
+                  "replicas of __transaction_state (fewer when fewer brokers are alive, with a warning)",
+                  lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("transaction.state.log.min.isr", _parse_int, 2,
+                  "min.insync.replicas of __transaction_state", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("transaction.state.log.segment.bytes", _parse_int, 100 * 1024 * 1024,
+                  "segment size of __transaction_state", lambda v: v >= 14, "must be >= 14"),
+        ConfigDef("transaction.max.timeout.ms", _parse_int, 900_000,
+                  "the longest transaction.timeout.ms a producer may ask for", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int, 10_000,
+                  "how often transactions open longer than their timeout are aborted", lambda v: v >= 1,
+                  "must be >= 1"),
+        ConfigDef("transactional.id.expiration.ms", _parse_int, 604_800_000,
+                  "how long an idle transactional id is kept", lambda v: v >= 1, "must be >= 1"),
+        ConfigDef("transaction.partition.verification.enable", _parse_bool, True,
+                  "a leader checks with the coordinator that a transaction's first batch in a partition "
+                  "belongs to an ongoing transaction that has the partition (KIP-890)"),
         ConfigDef("offsets.topic.replication.factor", _parse_int, 3,
                   "replicas of __consumer_offsets (fewer when fewer brokers are alive, with a warning)",
                   lambda v: v >= 1, "must be >= 1"),
@@ -396,7 +416,6 @@ _UNLIMITED_WHEN_NEGATIVE = {"log.retention.ms"}
 KAFKA_KEYS_WITHOUT_EFFECT = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir",
-    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.flush.interval.messages", "log.flush.interval.ms", "log.roll.jitter.ms", "log.roll.jitter.hours",
 })
 

@@ -469,7 +469,7 @@ def encode_request(
     return writer.getvalue()
 
 
-def parse_response(api_key: int, api_version: int, payload: bytes) -> tuple[int, Message]:
+def parse_response(api_key: int, api_version: int, payload: bytes | memoryview) -> tuple[int, Message]:
     """Parse a response frame payload (without its size prefix) of a request sent as
     `api_version`; returns (correlation_id, body). Raises MalformedResponse."""
     definition = _definition(api_key, api_version)

@@ -371,6 +371,26 @@ def _add_region(io: _io.BytesIO, region: Any) -> None:
     add_region(region)
 
 
+def read_records(io: _io.BytesIO, compact: bool, nullable: bool) -> memoryview | None:
+    """A records field, as a view into the bytes being parsed: record batches are not copied
+    here (a produce request's are copied once, when the log stamps their offsets)."""
+    if compact:
+        length = read_uvarint(io) - 1
+    else:
+        (length,) = _I32.unpack(read_exact(io, 4, "records length"))
+    if length < 0:
+        if nullable and length == -1:
+            return None
+        raise DecodeError(f"invalid records length {length}")
+    start = io.tell()
+    # The parsed bytes themselves, not a copy: a BytesIO made from bytes shares them.
+    data = io.getvalue()
+    if start + length > len(data):
+        raise _truncated("records")
+    io.seek(start + length)
+    return memoryview(data)[start:start + length]
+
+
 def write_records(io: _io.BytesIO, value: Any, compact: bool, nullable: bool) -> None:
     """Write a records field: bytes inline, or the length of a FileRegion and a cut."""
     if value is None:
@@ -530,6 +550,7 @@ _RUNTIME = (
     "read_fixed_array",
     "read_nullable_bytes",
     "read_nullable_string",
+    "read_records",
     "read_string",
     "read_struct_presence",
     "read_tagged_section",
@@ -707,7 +728,7 @@ def bytes_type(compact: bool, nullable: bool) -> WireType:
 class Records(WireType):
     """A record-set field: opaque bytes on the wire, or a FileRegion when building.
 
-    Parsing gives bytes (None for null). Building accepts bytes, None (when nullable)
+    Parsing gives a view into the bytes parsed (None for null). Building accepts bytes, None (when nullable)
     or any object with an int `size`, which is written as the length and then left
     out of the stream for the caller to send (see `RegionWriter`).
     """
@@ -724,7 +745,8 @@ class Records(WireType):
         return 1 if self.compact else 4
 
     def _emitparse(self, code: CodeGen) -> str:
-        return bytes_type(self.compact, self.nullable)._emitparse(code)
+        _import_runtime(code)
+        return f"read_records(io, {self.compact}, {self.nullable})"
 
     def _emitbuild(self, code: CodeGen) -> str:
         _import_runtime(code)

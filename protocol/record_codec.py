@@ -29,6 +29,7 @@ from .primitives import DecodeError, read_exact, read_varint, read_varlong, vari
 from .records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
+    CONTROL_MASK,
     CRC_OFFSET,
     CRC_START,
     DELETE_HORIZON_MASK,
@@ -36,6 +37,7 @@ from .records import (
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     Buffer,
     CorruptRecordError,
@@ -46,7 +48,10 @@ from .records import (
 __all__ = [
     "CompressedBatchError",
     "RecordSpan",
+    "ControlMarker",
     "batch_with_records",
+    "decode_control_marker",
+    "encode_control_batch",
     "keyless_records",
     "record_spans",
     "compress",
@@ -110,8 +115,10 @@ def encode_record(
 def encode_batch(
     records: Sequence[NewRecord], timestamp_ms: int, *, base_offset: int = 0, partition_leader_epoch: int = -1,
     producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
 ) -> bytes:
-    """An uncompressed v2 batch with CreateTime `timestamp_ms` on every record.
+    """An uncompressed v2 batch with CreateTime `timestamp_ms` on every record (``transactional``:
+    part of its producer's transaction).
 
     The broker's log assigns the real base offset and leader epoch on append; the values
     given here only matter to a reader of the bytes as they are.
@@ -122,8 +129,8 @@ def encode_batch(
     batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
     buf = bytearray(BATCH_HEADER_SIZE)
     HEADER_STRUCT.pack_into(
-        buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, 0, len(records) - 1,
-        timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
+        buf, 0, base_offset, batch_length, partition_leader_epoch, 2, 0, TRANSACTIONAL_MASK if transactional else 0,
+        len(records) - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, len(records),
     )
     buf += body
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[CRC_START:]))
@@ -317,6 +324,60 @@ def record_spans(section: bytes, header: BatchHeader) -> list[RecordSpan]:
     if pos != len(section):
         raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its records")
     return spans
+
+
+# Control records (transaction markers): key = version int16 (0) + type int16 (0 abort, 1 commit),
+# value = version int16 (0) + coordinator epoch int32; Kafka's ControlRecordType and
+# EndTransactionMarker.
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+ABORT_MARKER, COMMIT_MARKER = 0, 1
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMarker:
+    """What a transaction marker says: the transaction was aborted (else committed), and by which
+    epoch of its coordinator."""
+
+    aborted: bool
+    coordinator_epoch: int
+
+
+def encode_control_batch(marker: ControlMarker, producer_id: int, producer_epoch: int, timestamp_ms: int,
+                         *, base_offset: int = 0, partition_leader_epoch: int = -1) -> bytes:
+    """A transaction marker: a control batch of one record, transactional, uncompressed."""
+    key = _CONTROL_KEY.pack(0, ABORT_MARKER if marker.aborted else COMMIT_MARKER)
+    value = _MARKER_VALUE.pack(0, marker.coordinator_epoch)
+    body = encode_record(0, 0, key, value)
+    out = bytearray(BATCH_HEADER_SIZE)
+    HEADER_STRUCT.pack_into(
+        out, 0, base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body), partition_leader_epoch, 2, 0,
+        TRANSACTIONAL_MASK | CONTROL_MASK, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch, NO_SEQUENCE, 1)
+    out += body
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def decode_control_marker(buf: Buffer, pos: int, header: BatchHeader) -> ControlMarker | None:
+    """The transaction marker of the control batch at ``pos`` (None: another kind of control
+    record, which a broker passes on untouched)."""
+    section = decompress(bytes(buf[pos + BATCH_HEADER_SIZE:pos + header.size]), header.compression)
+    return control_marker(header, decode_records_section(section, header))
+
+
+def control_marker(header: BatchHeader, records: list[Record]) -> ControlMarker | None:
+    """The transaction marker of a control batch, from its decoded records (None: another kind
+    of control record)."""
+    key = records[0].key if records else None
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control batch at offset {header.base_offset} has no control record key")
+    _, kind = _CONTROL_KEY.unpack_from(key)
+    if kind not in (ABORT_MARKER, COMMIT_MARKER):
+        return None
+    value = records[0].value
+    if value is None or len(value) < _MARKER_VALUE.size:
+        raise CorruptRecordError(f"transaction marker at offset {header.base_offset} has no coordinator epoch")
+    return ControlMarker(kind == ABORT_MARKER, _MARKER_VALUE.unpack_from(value)[1])
 
 
 def keyless_records(buf: Buffer, pos: int, header: BatchHeader) -> list[int]:

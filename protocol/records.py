@@ -157,6 +157,27 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
         pos += header.batch_length + LOG_OVERHEAD
 
 
+def whole_batches(buf: memoryview) -> tuple[memoryview, int | None]:
+    """The whole batches at the start of ``buf`` (a fetch response may end in a partial one)
+    and the offset after the last of them (None when there is none). Reads two fields per batch,
+    checks nothing else: a length too small to hold a header keeps the rest, for the append's
+    validation to refuse."""
+    pos = 0
+    end = len(buf)
+    next_offset: int | None = None
+    while end - pos >= BATCH_HEADER_SIZE:
+        (batch_length,) = _INT32.unpack_from(buf, pos + 8)
+        if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+            return buf, next_offset
+        if pos + batch_length + LOG_OVERHEAD > end:
+            break
+        (base_offset,) = _INT64.unpack_from(buf, pos)
+        (last_offset_delta,) = _INT32.unpack_from(buf, pos + 23)
+        next_offset = base_offset + last_offset_delta + 1
+        pos += batch_length + LOG_OVERHEAD
+    return buf[:pos], next_offset
+
+
 def validate_batch(buf: Buffer, pos: int, header: BatchHeader, exact_count: bool = True) -> None:
     """Check one batch whose header was parsed at ``pos``; raises CorruptRecordError.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from minikafka.config import DEFINITIONS, BrokerConfig, ConfigError
@@ -18,6 +19,7 @@ from minikafka.controller.metadata_store import NO_LEADER, MetadataStore, Partit
 from minikafka.controller.topics import (
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     assignment_error,
     collision_error,
     topic_name_error,
@@ -213,13 +215,13 @@ class EmbeddedController(ClusterControl):
         return self.create_internal_topic_now(name)
 
     def create_internal_topic_now(self, name: str) -> CreateTopicResult:
-        """Create an internal topic with its fixed layout (only __consumer_offsets is served).
-
-        Its log keeps everything (no retention): the group coordinator bounds it by rewriting
-        partitions as snapshots of their live state."""
-        if name != OFFSETS_TOPIC:
-            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} is not served")
-        return self.create_topic_now(name, self.config["offsets.topic.num.partitions"], 1, offsets_topic_configs(self.config))
+        """Create an internal topic with its fixed layout (one replica: this broker is all there is)."""
+        layout = internal_topic_layout(name, self.config)
+        if layout is None:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is not an internal topic")
+        # Its min.insync.replicas cannot be met by a single broker's one replica.
+        configs = {k: v for k, v in layout.configs.items() if k != "min.insync.replicas"}
+        return self.create_topic_now(name, layout.partitions, 1, configs)
 
     async def delete_topic(self, name: str) -> Outcome:
         """Remove the topic from the metadata now; its logs are renamed at once and their files
@@ -319,9 +321,27 @@ class EmbeddedController(ClusterControl):
             self.replica_manager.update_config(topic.name, log_config_for(topic.configs, self.config, topic.name))
 
 
-def offsets_topic_configs(config: BrokerConfig) -> dict[str, str | None]:
-    """__consumer_offsets is compacted, as Kafka's: the latest record of each group and offset key stays."""
-    return {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])}
+@dataclass(frozen=True)
+class InternalTopicLayout:
+    """How an internal topic is created: Kafka's keys for its partitions, replication and configs."""
+
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str | None]
+
+
+def internal_topic_layout(name: str, config: BrokerConfig) -> InternalTopicLayout | None:
+    """The layout of __consumer_offsets or __transaction_state (None for another name): both are
+    compacted, as Kafka's, so the latest record of each group, offset or transactional id stays."""
+    if name == OFFSETS_TOPIC:
+        return InternalTopicLayout(config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
+                                   {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])})
+    if name == TRANSACTION_STATE_TOPIC:
+        return InternalTopicLayout(
+            config["transaction.state.log.num.partitions"], config["transaction.state.log.replication.factor"],
+            {"cleanup.policy": "compact", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+             "min.insync.replicas": str(config["transaction.state.log.min.isr"])})
+    return None
 
 
 def partition_count_error(current: int, count: int, assignment: list[list[int]] | None,

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def topic_name_error(name: str) -> str | None:

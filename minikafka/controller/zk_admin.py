@@ -19,11 +19,10 @@ from kazoo.exceptions import NodeExistsError
 
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
-from minikafka.controller.embedded import offsets_topic_configs, partition_count_error
+from minikafka.controller.embedded import internal_topic_layout, partition_count_error
 from minikafka.controller.metadata_store import PartitionState, TopicState
 from minikafka.controller.topics import (
     INTERNAL_TOPICS,
-    OFFSETS_TOPIC,
     assign_replicas,
     assignment_error,
     collision_error,
@@ -142,16 +141,18 @@ class ZkClusterAdmin(ClusterControl):
                                        {}, wait=False)
 
     async def create_internal_topic(self, name: str) -> CreateTopicResult:
-        if name != OFFSETS_TOPIC:
-            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} is not served")
-        wanted = self.config["offsets.topic.replication.factor"]
+        layout = internal_topic_layout(name, self.config)
+        if layout is None:
+            return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is not an internal topic")
         live = len(await self._live_brokers())
-        factor = min(wanted, live)
-        if factor < wanted:
-            log.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but only %d "
-                        "broker(s) are alive", OFFSETS_TOPIC, factor, wanted, live)
-        return await self.create_topic(name, self.config["offsets.topic.num.partitions"], factor,
-                                       offsets_topic_configs(self.config), wait=False)
+        factor = min(layout.replication_factor, live)
+        configs = dict(layout.configs)
+        if factor < layout.replication_factor:
+            log.warning("creating %s with replication factor %d: %d is configured but only %d broker(s) are alive",
+                        name, factor, layout.replication_factor, live)
+            if int(configs.get("min.insync.replicas") or 1) > factor:
+                configs["min.insync.replicas"] = str(factor)
+        return await self.create_topic(name, layout.partitions, factor, configs, wait=False)
 
     async def delete_topic(self, name: str) -> Outcome:
         if name not in await self.zk.topic_names():

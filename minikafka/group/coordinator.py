@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter, Gauge
 
+from minikafka.coordinator_topic import LoggedRecord, TxnProducer
 from minikafka.group.group import (
     Group,
     GroupState,
@@ -90,7 +91,8 @@ class LoopScheduler:
 
 
 class GroupStore(Protocol):
-    """Where groups are persisted (OffsetsTopic in the broker, a fake in unit tests)."""
+    """Where groups are persisted (CoordinatorTopic over __consumer_offsets in the broker, a
+    fake in unit tests)."""
 
     @property
     def partition_count(self) -> int: ...
@@ -100,9 +102,9 @@ class GroupStore(Protocol):
 
     def status(self, partition: int) -> ErrorCode: ...
 
-    def append(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode: ...
+    def append(self, partition: int, records: Sequence[KeyValue], txn: TxnProducer | None = None) -> ErrorCode: ...
 
-    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]: ...
+    def read(self, partition: int) -> Iterator[LoggedRecord]: ...
 
     async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode: ...
 
@@ -211,34 +213,46 @@ class GroupCoordinator:
             log.error("groups of %s partition %d are unavailable: its log is offline", "__consumer_offsets", partition)
             return
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        # producer id -> group -> offsets of its transaction, until its marker says committed or aborted
+        pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         metadata: dict[str, Any] = {}
         read = skipped = 0
-        for key, value in self.store.read(partition):
+        for record in self.store.read(partition):
             read += 1
+            if record.marker is not None:
+                ended = pending.pop(record.producer_id, {})
+                if not record.marker.aborted:
+                    for group_id, committed in ended.items():
+                        offsets.setdefault(group_id, {}).update(committed)
+                continue
             try:
-                decoded = decode_key(key or b"")
+                decoded = decode_key(record.key or b"")
                 if isinstance(decoded, OffsetKey):
-                    group_offsets = offsets.setdefault(decoded.group, {})
+                    group_offsets = (pending.setdefault(record.producer_id, {}) if record.transactional
+                                     else offsets).setdefault(decoded.group, {})
                     tp = (decoded.topic, decoded.partition)
-                    if value is None:
+                    if record.value is None:
                         group_offsets.pop(tp, None)
                     else:
-                        v = decode_offset_value(value)
+                        v = decode_offset_value(record.value)
                         group_offsets[tp] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
                                                               v.commit_timestamp, v.expire_timestamp)
                 else:
-                    metadata[decoded.group] = None if value is None else decode_group_value(value)
+                    metadata[decoded.group] = None if record.value is None else decode_group_value(record.value)
             except RecordFormatError as exc:
                 skipped += 1
                 if skipped == 1:
                     log.warning("__consumer_offsets-%d: skipping a record this coordinator cannot read: %s",
                                 partition, exc)
-        for group_id in set(offsets) | set(metadata):
+        open_txns = {group_id for by_group in pending.values() for group_id in by_group}
+        for group_id in set(offsets) | set(metadata) | open_txns:
             value = metadata.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+            if value is None and not group_offsets and group_id not in open_txns:
                 continue
             group = Group(group_id, partition=partition, offsets=group_offsets)
+            group.pending_txn_offsets = {pid: by_group[group_id] for pid, by_group in pending.items()
+                                         if group_id in by_group}
             if value is not None:
                 self._restore(group, value)
             self.groups[group_id] = group
@@ -809,7 +823,10 @@ class GroupCoordinator:
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                        offsets: dict[TopicPartition, CommitEntry], retention_ms: int = -1,
-                       unknown_group_error: ErrorCode = ErrorCode.ILLEGAL_GENERATION) -> dict[TopicPartition, ErrorCode]:
+                       unknown_group_error: ErrorCode = ErrorCode.ILLEGAL_GENERATION,
+                       txn: TxnProducer | None = None) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit; with ``txn``, TxnOffsetCommit: the offsets are written as part of that
+        producer's transaction and count only once it commits (``complete_txn``)."""
         def all_fail(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return dict.fromkeys(offsets, error)
 
@@ -824,17 +841,18 @@ class GroupCoordinator:
             group = Group(group_id, partition=self.partition_for(group_id))
         elif group.state == GroupState.DEAD:
             return all_fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        elif generation_id < 0 and group.state == GroupState.EMPTY:
-            pass  # an admin or a consumer without group management commits for an empty group
+        elif generation_id < 0 and (group.state == GroupState.EMPTY or (txn is not None and not member_id)):
+            pass  # an admin, a consumer without group management or a producer without group metadata
         elif generation_id >= 0 or member_id or instance_id is not None:
             error = self._member_error(group, member_id, instance_id)
             if error == ErrorCode.NONE and generation_id != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
-            if error == ErrorCode.NONE and group.state == GroupState.COMPLETING_REBALANCE:
+            if error == ErrorCode.NONE and group.state == GroupState.COMPLETING_REBALANCE and txn is None:
                 error = ErrorCode.REBALANCE_IN_PROGRESS
             if error != ErrorCode.NONE:
                 return all_fail(error)
-            self._arm_session(group, group.members[member_id])
+            if txn is None:
+                self._arm_session(group, group.members[member_id])
         else:
             return all_fail(ErrorCode.UNKNOWN_MEMBER_ID)  # only members commit for a group that has some
         now = self.scheduler.now_ms()
@@ -849,18 +867,34 @@ class GroupCoordinator:
             accepted[tp] = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire)
         if accepted:
             records = [_offset_record(group_id, tp, om) for tp, om in accepted.items()]
-            error = self.store.append(group.partition, records)
+            error = self.store.append(group.partition, records, txn)
             for tp in accepted:
                 results[tp] = error
             if error == ErrorCode.NONE:
-                group.offsets.update(accepted)
+                if txn is None:
+                    group.offsets.update(accepted)
+                else:
+                    group.pending_txn_offsets.setdefault(txn.producer_id, {}).update(accepted)
                 if new_group:
                     self.groups[group_id] = group
         return results
 
-    def fetch_offsets(self, group_id: str,
-                      partitions: Sequence[TopicPartition] | None) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets of the partitions (None: all the group has); None for none committed."""
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker of ``producer_id`` is in __consumer_offsets ``partition``: the
+        offsets its transaction committed for the groups stored there count from now, or go."""
+        for group in self.groups.values():
+            if group.partition != partition:
+                continue
+            ended = group.pending_txn_offsets.pop(producer_id, None)
+            if ended and committed and group.state != GroupState.DEAD:
+                group.offsets.update(ended)
+
+    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
+                      require_stable: bool = False,
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None | ErrorCode]]:
+        """Committed offsets of the partitions (None: all the group has); None for none committed.
+        ``require_stable`` (KIP-447): a partition with offsets in an open transaction answers
+        UNSTABLE_OFFSET_COMMIT, so a read_committed consumer waits for the transaction's end."""
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return error, {}
@@ -868,7 +902,9 @@ class GroupCoordinator:
         committed = group.offsets if group is not None and group.state != GroupState.DEAD else {}
         if partitions is None:
             return ErrorCode.NONE, dict(committed)
-        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+        unstable = {tp for tp in partitions if require_stable and group is not None and group.has_pending_txn_offset(tp)}
+        return ErrorCode.NONE, {tp: ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else committed.get(tp)
+                                for tp in partitions}
 
     def delete_offsets(self, group_id: str,
                        partitions: Sequence[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:

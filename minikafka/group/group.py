@@ -90,6 +90,9 @@ class Group:
     pending_members: dict[str, TimerHandle | None] = field(default_factory=dict)  # MEMBER_ID_REQUIRED issued
     pending_sync: set[str] = field(default_factory=set)  # joined this generation, no SyncGroup yet
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # producer id -> offsets its open transaction committed (TxnOffsetCommit): they count once
+    # the transaction commits, and go if it aborts.
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     current_state_timestamp: int = -1
     rebalance_timer: TimerHandle | None = None
     join_deadline_ms: int = 0
@@ -98,6 +101,9 @@ class Group:
     @property
     def is_empty(self) -> bool:
         return not self.members
+
+    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
+        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id

@@ -26,7 +26,7 @@ REGION_CHUNK = 256 * 1024
 class ClientStream(Protocol):
     zero_copy: bool
 
-    async def recv(self, size: int) -> bytes: ...
+    async def recv_into(self, buffer: memoryview) -> int: ...
 
     async def sendall(self, data: bytes | bytearray | memoryview) -> None: ...
 
@@ -47,8 +47,8 @@ class PlainStream:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
 
-    async def recv(self, size: int) -> bytes:
-        return await asyncio.get_running_loop().sock_recv(self.sock, size)
+    async def recv_into(self, buffer: memoryview) -> int:
+        return await asyncio.get_running_loop().sock_recv_into(self.sock, buffer)
 
     async def sendall(self, data: bytes | bytearray | memoryview) -> None:
         await asyncio.get_running_loop().sock_sendall(self.sock, data)
@@ -117,26 +117,22 @@ class TlsStream:
             except ssl.SSLWantWriteError:
                 await self._writable.wait()
 
-    async def recv(self, size: int) -> bytes:
-        """At least one byte (b"" at the end of the stream), and whatever more is decrypted
-        at hand, up to ``size``: OpenSSL hands out one 16 KiB record per read."""
+    async def recv_into(self, buffer: memoryview) -> int:
+        """Decrypted bytes straight into ``buffer``: at least one (0 at the end of the stream),
+        and whatever more is at hand, as OpenSSL hands out one 16 KiB record per read."""
         try:
-            first = await self._retry(self.sock.recv, size)
+            total = await self._retry(self.sock.recv_into, buffer)
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-            return b""
-        if not first or len(first) >= size:
-            return first
-        parts, total = [first], len(first)
-        while total < size:
+            return 0
+        while 0 < total < len(buffer):
             try:
-                more = self.sock.recv(size - total)
+                more = self.sock.recv_into(buffer[total:])
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 break
             if not more:
                 break
-            parts.append(more)
-            total += len(more)
-        return b"".join(parts)
+            total += more
+        return total
 
     async def sendall(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)

@@ -6,7 +6,11 @@ added when LeaderAndIsr makes this broker its follower and removed when it leads
 goes offline. Before a partition's first fetch from a new leader its log is truncated to what
 that leader has (OffsetForLeaderEpoch, KIP-101/KIP-279), so a tail the old leader wrote and
 nobody else received is dropped, never served. The leader serves these fetches from its
-segment files with sendfile, like any fetch. Event-loop thread only.
+segment files with sendfile, like any fetch. A response is read into the connection's one
+buffer, parsed in place, and each partition's batches are written to its log from there; while
+a follower is far behind (every new end below the leader's high watermark) the next Fetch goes
+out before those writes, so that the leader sends while this broker writes (``may_fetch_ahead``).
+Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +28,10 @@ from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPa
 from minikafka.replica.replication_quota import REPLICATION_BYTES_IN
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.storage.errors import KafkaStorageError
+from protocol import MalformedResponse
 from protocol.errors import ErrorCode
-from protocol.records import CorruptRecordError
+from protocol.fetch_view import FetchedPartition, parse_fetch_response
+from protocol.records import CorruptRecordError, UnsupportedMagic, whole_batches
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +39,9 @@ FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
 FETCH_VERSION = 12  # topics by name, flexible; the newest with replica_id in the body
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+# Room in the receive buffer beyond replica.fetch.response.max.bytes for the response's own
+# fields; a larger response (one batch over the limit) grows the buffer.
+RESPONSE_OVERHEAD = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -58,9 +67,33 @@ class _Followed:
     in_sync: bool = False
 
 
+def may_fetch_ahead(new_ends: list[tuple[int, int]]) -> bool:
+    """Whether the next Fetch may go out before the records of this response are written, with
+    the log ends those writes will reach as its fetch offsets: ``new_ends`` holds, for each
+    partition that brought records, (that end, the high watermark the leader reported).
+
+    The leader takes a fetch offset as what the follower holds. One below the high watermark can
+    neither move the high watermark (it only moves up, to the smallest fetch offset of the ISR)
+    nor bring the follower into the ISR (that needs the high watermark), so nothing is
+    acknowledged on the word of writes not made yet, even if this broker dies before them. So
+    a follower catching up has the leader send while it writes, instead of both taking turns;
+    near the high watermark the next Fetch waits for the writes, as in Kafka.
+    """
+    return bool(new_ends) and all(end < high_watermark for end, high_watermark in new_ends)
+
+
+@dataclass(frozen=True)
+class _SentFetch:
+    """A Fetch on its way: the offset it asked each partition from, and how long to wait."""
+
+    correlation_id: int
+    offsets: dict[TopicPartition, int]
+    timeout_s: float
+
+
 @dataclass
 class LeaderFetcher:
-    """Fetches every partition this broker follows from one leader, in one request at a time."""
+    """Fetches every partition this broker follows from one leader, one request in flight at a time."""
 
     leader_id: int
     endpoint: Callable[[], tuple[str, int] | None]
@@ -71,6 +104,7 @@ class LeaderFetcher:
     task: asyncio.Task[None] | None = None
     fetched_bytes: int = 0
     stopped: bool = False
+    _in_flight: _SentFetch | None = None
 
     async def run(self) -> None:
         client: BrokerClient | None = None
@@ -89,14 +123,18 @@ class LeaderFetcher:
                     if client is not None:
                         client.close()
                     client = BrokerClient(*address, client_id=f"replica-fetcher-{self.config.broker_id}",
+                                          receive_buffer_bytes=self.config.response_max_bytes + RESPONSE_OVERHEAD,
                                           security=self.config.security)
+                    self._in_flight = None
                 try:
-                    if not await self._truncate(client):
+                    # A Fetch sent ahead is answered first: answers come in request order.
+                    if self._in_flight is not None or not await self._truncate(client):
                         await self._fetch(client)
                     if failing:
                         log.info("fetching from broker %d again", self.leader_id)
                         failing = False
                 except BrokerUnreachable as exc:
+                    self._in_flight = None  # its connection is closed
                     if not failing:  # once per outage, not once per retry
                         log.warning("cannot fetch from broker %d: %s; retrying every %d ms until it answers or "
                                     "another broker leads", self.leader_id, exc, self.config.backoff_ms)
@@ -162,29 +200,36 @@ class LeaderFetcher:
             log_.truncate_to(target)
         followed.truncated = True
 
-    async def _fetch(self, client: BrokerClient) -> None:
+    def _send_fetch(self, client: BrokerClient, claimed: Mapping[TopicPartition, int] | None = None
+                    ) -> _SentFetch | None:
+        """Send a Fetch of every followed partition from its log end (or from ``claimed``, the
+        end its log will have once the appends under way are done). None when every partition
+        sits this fetch out (a spent follower throttle)."""
         throttle = self.replica_manager.replication_throttles.follower
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        offsets: dict[TopicPartition, int] = {}
         held_back = False
-        for (topic, index), followed in self.partitions.items():
+        for key, followed in self.partitions.items():
+            if not followed.truncated:
+                continue
             # Throttled replicas that are catching up sit this fetch out while the throttle is
             # spent; the others of this leader are fetched as usual.
-            if throttle.holds_back(topic, index, followed.in_sync):
+            if throttle.holds_back(key[0], key[1], followed.in_sync):
                 held_back = True
                 continue
             log_ = followed.partition.log
-            by_topic.setdefault(topic, []).append({
-                "partition": index, "current_leader_epoch": followed.leader_epoch,
-                "fetch_offset": log_.log_end_offset, "log_start_offset": log_.log_start_offset,
+            offset = offsets[key] = (claimed or {}).get(key, log_.log_end_offset)
+            by_topic.setdefault(key[0], []).append({
+                "partition": key[1], "current_leader_epoch": followed.leader_epoch,
+                "fetch_offset": offset, "log_start_offset": log_.log_start_offset,
                 "partition_max_bytes": self.config.partition_max_bytes})
+        if not by_topic:
+            return None
         max_wait_ms = self.config.fetch_max_wait_ms
         if held_back:
-            if not by_topic:
-                await self._pause(throttle.wait_seconds())
-                return
             # Come back for the held-back replicas as soon as the throttle has room again.
             max_wait_ms = min(max_wait_ms, int(throttle.wait_seconds() * 1000))
-        response = await client.request(FETCH, FETCH_VERSION, {
+        correlation_id = client.send(FETCH, FETCH_VERSION, {
             "replica_id": self.config.broker_id,
             "max_wait_ms": max_wait_ms,
             "min_bytes": self.config.fetch_min_bytes,
@@ -195,44 +240,91 @@ class LeaderFetcher:
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
             "forgotten_topics_data": [],
             "rack_id": "",
-        }, (self.config.request_timeout_ms + max_wait_ms) / 1000)
-        backoff = response.error_code != ErrorCode.NONE
-        for topic in response.responses:
-            for answer in topic.partitions:
-                key = (topic.topic, answer.partition_index)
-                fetched = self.partitions.get(key)
-                # The partition may have changed hands while the request was out.
-                if fetched is None or not fetched.truncated or self.replica_manager.get_partition(*key) is None:
-                    continue
-                backoff |= not self._apply(fetched, answer)
+        })
+        return _SentFetch(correlation_id, offsets, (self.config.request_timeout_ms + max_wait_ms) / 1000)
+
+    async def _fetch(self, client: BrokerClient) -> None:
+        """Receive the answer to the Fetch in flight (sending one first if none is) and store
+        it; the next Fetch may go out before the records are written (``may_fetch_ahead``)."""
+        sent, self._in_flight = self._in_flight, None
+        if sent is None:
+            await client.connect()
+            sent = self._send_fetch(client)
+            if sent is None:
+                await self._pause(self.replica_manager.replication_throttles.follower.wait_seconds())
+                return
+        payload = await client.receive(sent.correlation_id, sent.timeout_s)
+        try:
+            backoff = self._store(client, sent, payload)
+        finally:
+            client.release()
         if backoff:
             await self._pause()
 
-    def _apply(self, followed: _Followed, answer: Any) -> bool:
+    def _store(self, client: BrokerClient, sent: _SentFetch, payload: memoryview) -> bool:
+        """Append what the Fetch response brought; True when the fetcher should back off."""
+        try:
+            response = parse_fetch_response(payload, FETCH_VERSION)
+        except MalformedResponse as exc:
+            client.close()  # as for any other bad answer: the next request starts a new connection
+            raise BrokerUnreachable(f"broker {self.leader_id} sent an unreadable Fetch response: {exc}") from exc
+        backoff = response.error_code != ErrorCode.NONE
+        appends: list[tuple[_Followed, FetchedPartition, memoryview]] = []
+        claimed: dict[TopicPartition, int] = {}
+        below_high_watermark: list[tuple[int, int]] = []
+        for answer in response.partitions:
+            key = (answer.topic or "", answer.partition)
+            followed = self.partitions.get(key)
+            # The partition may have changed hands, or its log been truncated, while the request
+            # was out: what came for the old position is dropped and fetched again.
+            if (followed is None or not followed.truncated or self.replica_manager.get_partition(*key) is None
+                    or followed.partition.log.log_end_offset != sent.offsets.get(key)):
+                continue
+            if answer.error_code != ErrorCode.NONE:
+                backoff |= not self._fetch_failed(followed, answer)
+                continue
+            records, end = whole_batches(answer.records or memoryview(b""))
+            appends.append((followed, answer, records))
+            if end is not None:
+                claimed[key] = end
+                below_high_watermark.append((end, answer.high_watermark))
+        # Not ahead of a new SASL login either: it needs the connection without a request in flight.
+        if not backoff and not self.stopped and not client.login_due and may_fetch_ahead(below_high_watermark):
+            self._in_flight = self._send_fetch(client, claimed)
+        for followed, answer, records in appends:
+            backoff |= not self._append(followed, answer, records)
+        return backoff
+
+    def _append(self, followed: _Followed, answer: FetchedPartition, records: memoryview) -> bool:
         """Store one partition's fetched batches; False when the fetcher should back off."""
         partition = followed.partition
+        try:
+            if records:
+                # The batches' CRCs are checked once, here, as Kafka's follower does
+                # (analyzeAndValidateRecords): a batch corrupted in the leader's memory or on the
+                # way would otherwise become part of every replica.
+                partition.append_as_follower(records, answer.high_watermark)
+                self.fetched_bytes += len(records)
+                REPLICATION_BYTES_IN.inc(len(records))
+                self.replica_manager.replication_throttles.follower.record(
+                    partition.topic, partition.index, len(records))
+            else:
+                partition.follow_high_watermark(answer.high_watermark)
+            followed.in_sync = partition.log.log_end_offset >= answer.high_watermark
+        except KafkaStorageError as exc:
+            log.error("%s-%d: cannot store replicated records: %s", partition.topic, partition.index, exc)
+            return False
+        except (CorruptRecordError, UnsupportedMagic) as exc:
+            log.error("%s-%d: leader %d sent records that cannot be appended (%s); truncating again",
+                      partition.topic, partition.index, self.leader_id, exc)
+            followed.truncated = False
+            return False
+        return True
+
+    def _fetch_failed(self, followed: _Followed, answer: FetchedPartition) -> bool:
+        """React to a partition's Fetch error; False when the fetcher should back off."""
+        partition = followed.partition
         error = ErrorCode(answer.error_code)
-        if error == ErrorCode.NONE:
-            records = answer.records
-            try:
-                if records:
-                    partition.append_as_follower(bytes(records), answer.high_watermark)
-                    self.fetched_bytes += len(records)
-                    REPLICATION_BYTES_IN.inc(len(records))
-                    self.replica_manager.replication_throttles.follower.record(
-                        partition.topic, partition.index, len(records))
-                else:
-                    partition.follow_high_watermark(answer.high_watermark)
-                followed.in_sync = partition.log.log_end_offset >= answer.high_watermark
-            except KafkaStorageError as exc:
-                log.error("%s-%d: cannot store replicated records: %s", partition.topic, partition.index, exc)
-                return False
-            except CorruptRecordError as exc:
-                log.error("%s-%d: leader %d sent records that cannot be appended (%s); truncating again",
-                          partition.topic, partition.index, self.leader_id, exc)
-                followed.truncated = False
-                return False
-            return True
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._out_of_range(followed, answer)
             return True
@@ -245,7 +337,7 @@ class LeaderFetcher:
                     error.name)
         return False
 
-    def _out_of_range(self, followed: _Followed, answer: Any) -> None:
+    def _out_of_range(self, followed: _Followed, answer: FetchedPartition) -> None:
         """Our log end is outside the leader's log: below its start (it deleted what we miss:
         start over from its start) or above its end (truncate again)."""
         log_ = followed.partition.log

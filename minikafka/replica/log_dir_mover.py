@@ -41,7 +41,15 @@ from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import Log, partition_dir_name
 from minikafka.storage.log_manager import FutureLog, LogManager, hook_point
 from minikafka.storage.producer_state import snapshot_file_name
-from minikafka.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment, segment_name
+from minikafka.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    segment_name,
+)
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -545,7 +553,7 @@ class LogDirMover:
                     if fd is not None:
                         os.close(fd)
             if segment is None:
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in SEGMENT_SUFFIXES:
                     await self._dest_io(move, remove_file, move.future_file(base, suffix))
                 continue
             if keep != size:
@@ -587,7 +595,7 @@ class LogDirMover:
         return work
 
     def _forget_file(self, move: Move, base: int) -> None:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES:
             self._cleanup(move.dest_dir, remove_file, move.future_file(base, suffix))
 
     async def _copy_until_caught_up(self, move: Move) -> None:
@@ -651,9 +659,9 @@ class LogDirMover:
         if sealed and position >= segment.size and base not in move.indexed:
             if not any(s is segment for s in move.source.segments):
                 return
-            paths = [segment.offset_index.file.path, segment.time_index.file.path]
+            paths = [segment.offset_index.file.path, segment.time_index.file.path, segment.txn_index.path]
             copied = 0
-            for source_path, suffix in zip(paths, (INDEX_SUFFIX, TIME_INDEX_SUFFIX), strict=True):
+            for source_path, suffix in zip(paths, (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX), strict=True):
                 try:
                     copied += await self._in_thread(copy_file, source_path, move.future_file(base, suffix))
                 except FileNotFoundError:
@@ -663,7 +671,7 @@ class LogDirMover:
             move.bytes_copied += copied
             move.indexed.add(base)
             # fsync the finished segment while the next one copies
-            files = [move.future_file(base, s) for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+            files = [move.future_file(base, s) for s in SEGMENT_SUFFIXES]
             move.unsynced.discard(base)
             move.syncs.append(asyncio.ensure_future(self._dest_io(move, fsync_existing, files)))
 
@@ -719,16 +727,22 @@ class LogDirMover:
                 move.unsynced.clear()
                 move.unsynced_bytes = 0
                 # Index files of the active segment (and of any segment sealed since the last
-                # round) are copied whole: they are small and only ever appended to.
+                # round) are copied whole: they are small and only ever appended to. The aborted
+                # transactions' index cannot be rebuilt from the records: it is made durable too.
+                txn_indexes = []
                 for segment in source.segments:
                     base = segment.base_offset
                     if base not in move.indexed or segment is source.segments[-1]:
                         for src, suffix in ((segment.offset_index.file.path, INDEX_SUFFIX),
-                                            (segment.time_index.file.path, TIME_INDEX_SUFFIX)):
+                                            (segment.time_index.file.path, TIME_INDEX_SUFFIX),
+                                            (segment.txn_index.path, TXN_INDEX_SUFFIX)):
                             if os.path.exists(src):
                                 copy_file(src, move.future_file(base, suffix))
+                                if suffix == TXN_INDEX_SUFFIX:
+                                    txn_indexes.append(move.future_file(base, suffix))
                         if segment is not source.segments[-1]:
                             move.indexed.add(base)
+                fsync_paths(txn_indexes)
                 epochs = os.path.join(source.dir_path, LEADER_EPOCH_CHECKPOINT)
                 if os.path.exists(epochs):
                     copy_file(epochs, os.path.join(move.future.dir_path, LEADER_EPOCH_CHECKPOINT))

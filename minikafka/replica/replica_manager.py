@@ -26,11 +26,14 @@ from minikafka.storage.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
 )
 from minikafka.storage.log import AppendResult, FileSlice, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
+from minikafka.storage.txn_index import AbortedTxn
 from minikafka.waits import client_gone, wait_released
 from protocol.errors import ErrorCode
+from protocol.record_codec import ControlMarker
 from protocol.records import CorruptRecordError, UnsupportedMagic
 
 log = logging.getLogger(__name__)
@@ -118,6 +121,10 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: IsrProposal | None = None
         self.propose_isr: IsrProposer | None = None
+        # producer id -> the token of a transactional produce being verified with its coordinator
+        # (KIP-890); a marker for the producer ends it, so a batch verified before the marker
+        # cannot open a transaction after it.
+        self.verification_guards: dict[int, object] = {}
 
     @property
     def is_leader(self) -> bool:
@@ -152,9 +159,16 @@ class Partition:
         self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
 
     # ---- leader --------------------------------------------------------------------------
-    def append(self, records: bytes, now: int) -> AppendResult:
+    def append(self, records: bytes | memoryview, now: int) -> AppendResult:
         """Append as leader; with no other ISR member the high watermark follows at once."""
         result = self.log.append_as_leader(records, self.leader_epoch, now)
+        self._advance_high_watermark()
+        return result
+
+    def append_marker(self, producer_id: int, producer_epoch: int, marker: ControlMarker, now: int) -> AppendResult:
+        """Append as leader the marker that ends a producer's transaction here."""
+        result = self.log.append_marker(producer_id, producer_epoch, marker, self.leader_epoch, now)
+        self.verification_guards.pop(producer_id, None)
         self._advance_high_watermark()
         return result
 
@@ -251,7 +265,7 @@ class Partition:
         return self._advance_high_watermark()
 
     # ---- follower ------------------------------------------------------------------------
-    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendResult:
+    def append_as_follower(self, records: bytes | memoryview, leader_high_watermark: int) -> AppendResult:
         result = self.log.append_as_follower(records)
         self.follow_high_watermark(leader_high_watermark)
         return result
@@ -266,6 +280,21 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             return ErrorCode.UNKNOWN_LEADER_EPOCH
         return ErrorCode.FENCED_LEADER_EPOCH
+
+
+# Why an append is refused, as Kafka's error codes.
+_APPEND_ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (UnsupportedMagic, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT),
+    (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
+    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+_REFUSALS = tuple(kind for kind, _ in _APPEND_ERRORS)
 
 
 @dataclass
@@ -288,8 +317,10 @@ class FetchRequestPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     # A follower's fetch (replica id >= 0) reads up to the log end and tells the leader where
-    # the follower is; a consumer's reads up to the high watermark.
+    # the follower is; a consumer's reads up to the high watermark, or with read_committed up
+    # to the last stable offset (no transaction still open or undecided there).
     replica_id: int = -1
+    read_committed: bool = False
 
 
 @dataclass
@@ -300,6 +331,10 @@ class FetchResultPartition:
     records: FileSlice | None = None
     # A follower's fetch of a throttled replica left out because the leader's throttle was spent.
     held_back: bool = False
+    last_stable_offset: int = -1
+    # read_committed: the aborted transactions with records from the fetch offset on, which the
+    # consumer drops (None for other fetches).
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def size(self) -> int:
@@ -523,45 +558,64 @@ class ReplicaManager:
                 self.on_replica_placed(partition)
 
     # --- produce ----------------------------------------------------------------------------
-    def append(self, topic: str, index: int, records: bytes | None, now: int, *,
-               internal: bool = False, acks: int = 1) -> ProduceResult:
+    def append(self, topic: str, index: int, records: bytes | memoryview | None, now: int, *,
+               internal: bool = False, acks: int = 1, verified: tuple[int, object] | None = None) -> ProduceResult:
         """Append as leader; only the broker's own (``internal``) writes may go to internal topics.
         With ``acks`` -1 the ISR must hold min.insync.replicas first (the caller then waits
-        for the high watermark with ``wait_for_replication``)."""
+        for the high watermark with ``wait_for_replication``). ``verified``: (producer id, token
+        of ``begin_verification``) of a transaction's first batch here, refused if a marker of
+        that producer came meanwhile."""
         if topic in self.internal_topics and not internal:
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  error_message=f"cannot append to internal topic {topic}")
         partition, error = self._leader((topic, index))
         if partition is None:
             return ProduceResult(error, error_message=self.offline_partitions.get((topic, index)))
-        if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
-            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS, error_message=(
-                f"the in-sync replicas {list(partition.isr)} of {topic}-{index} are fewer than "
-                f"min.insync.replicas={partition.log.config.min_insync_replicas}"))
+        if verified is not None:
+            producer_id, token = verified
+            if partition.verification_guards.pop(producer_id, None) is not token:
+                return ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=(
+                    f"the transaction of producer {producer_id} ended while {topic}-{index} was verified"))
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message="empty record set")
+        return self._append_to(partition, lambda: partition.append(records, now), acks)
+
+    def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, marker: ControlMarker,
+                      now: int) -> ProduceResult:
+        """Append as leader a transaction marker (WriteTxnMarkers), internal topics included, as
+        acks=all (the caller waits for it with ``wait_for_replication``)."""
+        partition, error = self._leader((topic, index))
+        if partition is None:
+            return ProduceResult(error, error_message=self.offline_partitions.get((topic, index)))
+        return self._append_to(partition, lambda: partition.append_marker(producer_id, producer_epoch, marker, now),
+                               acks=-1)
+
+    def _append_to(self, partition: Partition, append: Callable[[], AppendResult], acks: int) -> ProduceResult:
+        """Run an append as leader on ``partition``, its refusals as Kafka's error codes. With
+        ``acks`` -1 the ISR must hold min.insync.replicas first."""
+        min_isr = partition.log.config.min_insync_replicas
+        if acks == -1 and len(partition.isr) < min_isr:
+            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS, error_message=(
+                f"the in-sync replicas {list(partition.isr)} of {partition.topic}-{partition.index} are fewer than "
+                f"min.insync.replicas={min_isr}"))
         try:
             self.log_manager.verify_dir(partition.log.log_dir)
-            result = partition.append(records, now)
-        except CorruptRecordError as exc:
-            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
-        except UnsupportedMagic as exc:
-            return ProduceResult(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, error_message=str(exc))
-        except OutOfOrderSequenceError as exc:
-            return ProduceResult(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, error_message=str(exc))
-        except InvalidProducerEpochError as exc:
-            return ProduceResult(ErrorCode.INVALID_PRODUCER_EPOCH, error_message=str(exc))
-        except RecordTooLargeError as exc:
-            return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc))
-        except InvalidTimestampError as exc:
-            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, error_message=str(exc))
-        except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.INVALID_RECORD, error_message=str(exc), record_errors=exc.record_errors)
-        except KafkaStorageError as exc:
-            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc))
-        self._wake((topic, index))
+            result = append()
+        except _REFUSALS as exc:
+            error = next(code for kind, code in _APPEND_ERRORS if isinstance(exc, kind))
+            return ProduceResult(error, error_message=str(exc),
+                                 record_errors=exc.record_errors if isinstance(exc, InvalidRecordError) else [])
+        self._wake((partition.topic, partition.index))
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset,
                              last_offset=result.last_offset)
+
+    def begin_verification(self, topic: str, index: int, producer_id: int) -> object | None:
+        """A token for a transactional batch's verification (None: not the leader here)."""
+        partition, _ = self._leader((topic, index))
+        if partition is None:
+            return None
+        token = partition.verification_guards[producer_id] = object()
+        return token
 
     async def wait_for_replication(self, topic: str, index: int, result: ProduceResult, timeout_ms: int) -> None:
         """acks=all: wait until the high watermark passes the appended batches (every ISR member
@@ -671,13 +725,15 @@ class ReplicaManager:
             log_ = partition.log
             # Only an assigned replica reads past the high watermark.
             follower = request.replica_id >= 0 and request.replica_id in partition.followers
-            # A fetch offset outside the log says nothing of what the follower holds (past the end:
-            # a diverged tail it must truncate first), so it never counts towards the ISR.
-            if follower and log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset \
-                    and partition.update_follower(request.replica_id, request.fetch_offset, now):
+            # Only a fetch offset within the log tells what a follower holds (Kafka updates a
+            # follower's state after a read that succeeded): one past the end comes from a log
+            # that diverged and has not truncated yet, and must not count as caught up.
+            if (follower and log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset
+                    and partition.update_follower(request.replica_id, request.fetch_offset, now)):
                 self._wake(key)
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset
+            result.last_stable_offset = log_.last_stable_offset
             if budget <= 0:
                 continue
             if follower and self.replication_throttles.leader.holds_back(
@@ -688,9 +744,12 @@ class ReplicaManager:
                 if log_.log_dir not in verified:
                     self.log_manager.verify_dir(log_.log_dir)
                     verified.add(log_.log_dir)
-                read = log_.read(request.fetch_offset, min(request.max_bytes, budget),
-                                 max_offset=None if follower else log_.high_watermark,
+                cap = None if follower else (result.last_stable_offset if request.read_committed
+                                             else log_.high_watermark)
+                read = log_.read(request.fetch_offset, min(request.max_bytes, budget), max_offset=cap,
                                  min_one_batch=budget == max_bytes)
+                if request.read_committed and read.records is not None:
+                    result.aborted_transactions = log_.aborted_transactions(request.fetch_offset, cap or 0)
             except OffsetOutOfRangeError:
                 result.error = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
@@ -725,7 +784,10 @@ class ReplicaManager:
                     future.set_result(None)
 
     # --- offsets ----------------------------------------------------------------------------
-    def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1) -> ListOffsetResult:
+    def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1,
+                    read_committed: bool = False) -> ListOffsetResult:
+        """ListOffsets: what a consumer can read ends at the high watermark, or with
+        ``read_committed`` at the last stable offset."""
         partition, error = self._leader((topic, index))
         if partition is None:
             return ListOffsetResult(error)
@@ -733,9 +795,10 @@ class ReplicaManager:
         if error != ErrorCode.NONE:
             return ListOffsetResult(error)
         log_ = partition.log
+        end = log_.last_stable_offset if read_committed else log_.high_watermark
         try:
             if timestamp == LATEST_TIMESTAMP:
-                return ListOffsetResult(offset=log_.high_watermark, leader_epoch=partition.leader_epoch)
+                return ListOffsetResult(offset=end, leader_epoch=partition.leader_epoch)
             if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                 return ListOffsetResult(offset=log_.log_start_offset, leader_epoch=log_.epoch_for_offset(log_.log_start_offset))
             if timestamp == LATEST_TIERED_TIMESTAMP:
@@ -748,7 +811,7 @@ class ReplicaManager:
                 found = log_.offset_for_timestamp(timestamp)
         except KafkaStorageError:
             return ListOffsetResult(ErrorCode.KAFKA_STORAGE_ERROR)
-        if found is None or found[0] >= log_.high_watermark:
+        if found is None or found[0] >= end:
             return ListOffsetResult(timestamp=-1, offset=-1)
         offset, found_ts = found
         return ListOffsetResult(timestamp=found_ts, offset=offset, leader_epoch=log_.epoch_for_offset(offset))

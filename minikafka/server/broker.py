@@ -22,11 +22,12 @@ from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
-from minikafka.controller.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
+from minikafka.controller.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.controller.zk_admin import ZkClusterAdmin
+from minikafka.coordinator_topic import CoordinatorTopic
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
-from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.metadata_cache import MetadataCache
+from minikafka.net.client import BrokerClient, BrokerConnections
 from minikafka.net.streams import TlsHandshakeFailed
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
@@ -54,6 +55,9 @@ from minikafka.storage.errors import (
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager, check_log_dirs
 from minikafka.topic_config import log_config_for
+from minikafka.txn.coordinator import TransactionCoordinator, TxnCoordinatorConfig
+from minikafka.txn.markers import TxnMarkerWriter
+from minikafka.txn.verification import TxnVerifier
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, ZooKeeperUnavailable
 from protocol import Request
 
@@ -132,6 +136,16 @@ class Broker:
         security_store: SecurityStore = EmbeddedSecurityStore(self.store) if self.config.embedded \
             else ZkSecurityStore(self.zk)
         await self.security.start(security_store)
+        # The transaction coordinator's connections to the other brokers (markers, verifications).
+        self.txn_connections = BrokerConnections(self._inter_broker_client)
+        self.txn_markers = TxnMarkerWriter(self.config.broker_id, self.replica_manager, self.metadata,
+                                           self.group_coordinator, self.txn_connections)
+        self.txn_coordinator = self._start_txn_coordinator()
+        self.txn_verifier = TxnVerifier(self.config.broker_id, self.replica_manager, self.metadata,
+                                        self.txn_coordinator, self.txn_connections,
+                                        lambda: self.config["transaction.partition.verification.enable"])
+        self._coordinators = {OFFSETS_TOPIC: self.group_coordinator.leadership_changed,
+                              TRANSACTION_STATE_TOPIC: self.txn_coordinator.leadership_changed}
         self._listen()
         self._start_metrics()
         advertised = self._advertised()
@@ -144,7 +158,9 @@ class Broker:
         handled = frozenset(HANDLERS) if commands is not None else frozenset(HANDLERS) - CLUSTER_ONLY_APIS
         self.context = BrokerContext(
             self.config, self.controller, self.metadata, self.replica_manager, self.log_manager, host, port, handled,
-            groups=self.group_coordinator, mover=self.mover, commands=commands,
+            groups=self.group_coordinator, txns=self.txn_coordinator, txn_markers=self.txn_markers,
+            txn_verifier=self.txn_verifier,
+            mover=self.mover, commands=commands,
             inter_broker_listener=self.inter_broker_listener,
             broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1,
             cluster_controller=self.membership.controller if self.membership is not None else None,
@@ -213,7 +229,7 @@ class Broker:
         self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
         commands = ControllerCommands(config, self.replica_manager, self.fetchers, self.metadata,
                                       self.group_coordinator, self.membership.topic_configs,
-                                      self.membership.forget_topic_configs)
+                                      self.membership.forget_topic_configs, self._coordinators)
         self.membership.on_deleted_topics = commands.delete_replicas_of_deleted_topics
         self.membership.on_user_changed = self.security.user_changed
         self.membership.on_new_session = self.security.new_session
@@ -243,8 +259,8 @@ class Broker:
         if self.fetchers is not None:
             self.fetchers.stop_following(partitions)
         for topic, index in partitions:
-            if topic == OFFSETS_TOPIC:
-                self.group_coordinator.leadership_changed(index, False)
+            if topic in self._coordinators:
+                self._coordinators[topic](index, False)
         if self.dir_reports is not None:
             self.dir_reports.dir_failed(log_dir, partitions, led)
 
@@ -292,12 +308,33 @@ class Broker:
     def _start_group_coordinator(self) -> GroupCoordinator:
         """The coordinator of the groups of the __consumer_offsets partitions this broker leads,
         loaded before clients connect."""
-        store = OffsetsTopic(self.replica_manager, self.metadata, self.config["offsets.topic.num.partitions"])
+        store = CoordinatorTopic(self.replica_manager, self.metadata, OFFSETS_TOPIC,
+                                 self.config["offsets.topic.num.partitions"])
         coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler())
         coordinator.load()
         self.failure_channel.add_listener(coordinator.on_log_dir_failure)
         log.info("group coordinator loaded %d group(s)", len(coordinator.groups))
         return coordinator
+
+    def _start_txn_coordinator(self) -> TransactionCoordinator:
+        """The coordinator of the transactional ids of the __transaction_state partitions this
+        broker leads (an embedded broker leads them all: they load now)."""
+        config = self.config
+        store = CoordinatorTopic(self.replica_manager, self.metadata, TRANSACTION_STATE_TOPIC,
+                                 config["transaction.state.log.num.partitions"])
+        coordinator = TransactionCoordinator(TxnCoordinatorConfig.from_broker(config), store, self.txn_markers,
+                                             self.controller.next_producer_id)
+        coordinator.start()
+        if config.embedded and store.exists:
+            for partition in range(store.partition_count):
+                coordinator.leadership_changed(partition, True)
+        return coordinator
+
+    def _inter_broker_client(self, broker_id: int) -> BrokerClient | None:
+        """A new connection to another broker's inter-broker listener (None: not known)."""
+        found = self.metadata.broker(broker_id, self.inter_broker_listener)
+        return None if found is None else BrokerClient(found.host, found.port, client_id=f"broker-{self.config.broker_id}",
+                                                       security=self.security.client)
 
     def _listen(self) -> None:
         for spec in self.listeners:
@@ -391,6 +428,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
         self.group_coordinator.shutdown()
+        await self.txn_coordinator.shutdown()
+        self.txn_connections.close()
         if self.fetchers is not None:
             await self.fetchers.shutdown()
         if self.dir_reports is not None:

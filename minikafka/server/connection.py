@@ -48,7 +48,7 @@ class Connection:
         self.stream = stream
         self.peer = peer
         self._dispatch = dispatch
-        self._decoder = FrameDecoder(max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size, RECV_SIZE)
         self._pending: asyncio.Queue[asyncio.Future[ResponseParts] | None] = asyncio.Queue(max_in_flight)
         self.close_reason: str | None = None
         self._waits = WaitScope()
@@ -84,10 +84,11 @@ class Connection:
 
     async def _read_loop(self) -> None:
         while True:
-            data = await self.stream.recv(RECV_SIZE)
-            if not data:
+            # Straight into the decoder's buffer, kept from one read to the next.
+            count = await self.stream.recv_into(self._decoder.writable())
+            if not count:
                 return
-            for payload in self._decoder.feed(data):
+            for payload in self._decoder.wrote(count):
                 await self._pending.put(self._start(payload))
 
     def limit_frames(self, max_frame_size: int) -> None:

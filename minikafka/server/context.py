@@ -16,6 +16,9 @@ from minikafka.security.manager import BrokerSecurity
 from minikafka.security.session import Session
 from minikafka.server.controller_commands import ControllerCommands
 from minikafka.storage.log_manager import LogManager
+from minikafka.txn.coordinator import TransactionCoordinator
+from minikafka.txn.markers import TxnMarkerWriter
+from minikafka.txn.verification import TxnVerifier
 
 
 @dataclass
@@ -29,6 +32,9 @@ class BrokerContext:
     port: int
     handled_apis: frozenset[int]
     groups: GroupCoordinator = field(kw_only=True)
+    txns: TransactionCoordinator = field(kw_only=True)
+    txn_markers: TxnMarkerWriter = field(kw_only=True)
+    txn_verifier: TxnVerifier = field(kw_only=True)
     # Moves between log dirs (AlterReplicaLogDirs, DescribeLogDirs).
     mover: LogDirMover = field(kw_only=True)
     # The address of the client whose connection the request came on (one context per connection).

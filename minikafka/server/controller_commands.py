@@ -3,8 +3,8 @@
 ``ControllerCommands`` owns the highest controller epoch this broker has heard (a request
 from an older controller changes nothing and is answered STALE_CONTROLLER_EPOCH) and turns each
 command into calls on the ReplicaManager (roles), the ReplicaFetcherManager (what to follow),
-the MetadataCache (what clients are told) and the group coordinator (the groups of the
-__consumer_offsets partitions it leads). The handlers parse the wire and call it; nothing
+the MetadataCache (what clients are told) and the coordinators (the groups and transactions
+of the __consumer_offsets and __transaction_state partitions it leads). The handlers parse the wire and call it; nothing
 else does. Event-loop thread only.
 """
 
@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from minikafka.config import BrokerConfig
-from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.group.coordinator import GroupCoordinator
 from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata
 from minikafka.replica.fetcher import ReplicaFetcherManager
@@ -68,13 +67,16 @@ TopicConfigs = Callable[[str], Awaitable[dict[str, str]]]
 class ControllerCommands:
     def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, fetchers: ReplicaFetcherManager,
                  metadata: MetadataCache, groups: GroupCoordinator, topic_configs: TopicConfigs,
-                 forget_topic_configs: Callable[[str], None]) -> None:
+                 forget_topic_configs: Callable[[str], None],
+                 coordinators: Mapping[str, Callable[[int, bool], None]]) -> None:
         self.broker_id = config.broker_id
         self.config = config
         self.replica_manager = replica_manager
         self.fetchers = fetchers
         self.metadata = metadata
         self.groups = groups
+        # internal topic -> its coordinator's leadership_changed(partition, leads)
+        self.coordinators = coordinators
         self.topic_configs = topic_configs
         self.forget_topic_configs = forget_topic_configs
         self.controller_epoch = -1
@@ -154,8 +156,8 @@ class ControllerCommands:
         elif was_leader and not partition.is_leader:
             log.info("%s-%d: following broker %d from epoch %d", command.topic, command.index, command.leader,
                      command.leader_epoch)
-        if command.topic == OFFSETS_TOPIC:
-            self.groups.leadership_changed(command.index, partition.is_leader)
+        if command.topic in self.coordinators:
+            self.coordinators[command.topic](command.index, partition.is_leader)
         return ErrorCode.NONE
 
     def update_metadata(self, brokers: Sequence[BrokerInfo], controller_id: int,
@@ -241,7 +243,7 @@ class ControllerCommands:
                 continue
             self.fetchers.stop_following([key])
             self.replica_manager.stop_replica(command.topic, command.index, command.delete)
-            if command.topic == OFFSETS_TOPIC:
-                self.groups.leadership_changed(command.index, False)
+            if command.topic in self.coordinators:
+                self.coordinators[command.topic](command.index, False)
             results[key] = ErrorCode.NONE
         return results

@@ -2,7 +2,7 @@
 
 As Kafka's LogCleaner. A compacted log (cleanup.policy has ``compact``) has a clean part, from
 its start to its cleaner checkpoint (``Log.clean_until``), and a dirty part after it, up to the
-first offset that may not be cleaned yet (the active segment, the high watermark, records younger
+first offset that may not be cleaned yet (the active segment, the last stable offset, records younger
 than min.compaction.lag.ms). A clean:
 
   1. maps the latest offset of each key of the dirty part (``OffsetMap``; a part too large for
@@ -22,29 +22,34 @@ than min.compaction.lag.ms). A clean:
 ``LogCleaner`` (event loop) owns the scheduling, the metrics and what each log's clean found; it
 picks, every log.cleaner.backoff.ms, the filthiest log (highest dirty share over its
 min.cleanable.dirty.ratio, or past max.compaction.lag.ms, or holding tombstones past their
-horizon) of every log dir not being cleaned, at most log.cleaner.threads at once. The reading,
-mapping and writing of steps 1-2 run in its threads (``_map_dirty_part``, ``_clean_group``): they
-get duplicates of the segments' fds, paths and plain values, never a Log. Everything a thread
-decided is checked on the event loop before it is swapped in: if the log was truncated, trimmed,
-moved, deleted or taken offline meanwhile, the clean is dropped. An I/O error of a clean takes
-only its log dir offline (reported to the LogDirFailureChannel); a log whose data cannot be read
-is marked uncleanable and left alone.
+horizon) of every log dir not being cleaned, at most log.cleaner.threads at once. Steps 1-2 run
+in a process of the clean's own (``clean_log``), which gets paths and plain values, never a Log,
+and shares no GIL with the event loop: a Python thread would take the interpreter from the
+produce and fetch paths for as long as it parses records. What the process wrote is checked on
+the event loop before it is swapped in: if the log was truncated, trimmed, moved, deleted or
+taken offline meanwhile, the clean is dropped. An I/O error of a clean takes only its log dir
+offline (reported to the LogDirFailureChannel); a log whose data cannot be read is marked
+uncleanable and left alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import hashlib
 import logging
+import multiprocessing
 import os
-import threading
+import signal
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
+from multiprocessing.process import BaseProcess
+from typing import Any, Literal
 
 from prometheus_client import Counter, Gauge
 
@@ -63,6 +68,7 @@ from minikafka.storage.segment import (
     Segment,
     segment_name,
 )
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from protocol.record_codec import batch_with_records, decompress, record_spans
 from protocol.records import (
     BATCH_HEADER_SIZE,
@@ -76,12 +82,15 @@ from protocol.records import (
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-T = TypeVar("T")
 
 # What one key costs in the map here: a 16-byte digest object, an offset and a dict slot (Kafka's
 # SkimpyOffsetMap packs the same in 24 bytes), so log.cleaner.dedupe.buffer.size bounds real memory.
 MAP_ENTRY_BYTES = 160
 UNLIMITED_IO = float("inf")
+# A clean's process starts a fresh interpreter: a fork of the broker would copy its event loop,
+# its threads' locks and its sockets.
+PROCESS_START_METHOD: Literal["spawn"] = "spawn"
+PR_SET_PDEATHSIG = 1
 
 MAX_DIRTY_PERCENT = Gauge("kafka_log_LogCleanerManager_max_dirty_percent",
                           "The largest dirty share (percent) of any compacted log, at the last look")
@@ -116,13 +125,14 @@ class CleanerConfig:
 
     @property
     def map_capacity(self) -> int:
-        """Keys one clean's map holds (the buffer is shared by the threads, as in Kafka)."""
+        """Keys one clean's map holds (the buffer is shared by the cleans at once, as Kafka's threads
+        share it)."""
         return max(int(self.dedupe_buffer_bytes / self.threads / MAP_ENTRY_BYTES * self.load_factor), 1)
 
 
 class OffsetMap:
     """The latest offset of each key of the part of a log being mapped. Keys are held as their
-    MD5 digests (Kafka's choice); at most ``capacity`` of them. Owned by one clean's thread."""
+    MD5 digests (Kafka's choice); at most ``capacity`` of them. Owned by one clean's process."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -151,40 +161,46 @@ class OffsetMap:
 
 
 class IoThrottle:
-    """log.cleaner.io.max.bytes.per.second, shared by the cleaner threads (which wait in
-    ``acquire``); the rate may change at any time from the event loop."""
+    """log.cleaner.io.max.bytes.per.second, shared by every clean under way (each in its own
+    process, waiting in ``acquire``): the rate and the next free instant live in shared memory,
+    and the rate may change at any time from the event loop."""
 
-    def __init__(self, bytes_per_second: float) -> None:
-        self._lock = threading.Lock()
-        self.rate = bytes_per_second
-        self._next = 0.0
+    def __init__(self, bytes_per_second: float, context: Any = None) -> None:
+        context = context or multiprocessing.get_context(PROCESS_START_METHOD)
+        self._rate = context.Value("d", bytes_per_second)
+        self._next = context.Value("d", 0.0, lock=False)
+
+    @property
+    def rate(self) -> float:
+        return float(self._rate.value)
 
     def set_rate(self, bytes_per_second: float) -> None:
-        with self._lock:
-            self.rate, self._next = bytes_per_second, 0.0
+        with self._rate.get_lock():
+            self._rate.value, self._next.value = bytes_per_second, 0.0
 
     def acquire(self, nbytes: int) -> None:
-        with self._lock:
-            if self.rate == UNLIMITED_IO or self.rate >= 1e300:
+        with self._rate.get_lock():
+            rate = self._rate.value
+            if rate >= 1e300:
                 return
-            now = time.monotonic()
-            start = max(now, self._next)
-            self._next = start + nbytes / self.rate
+            now = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process
+            start = max(now, self._next.value)
+            self._next.value = start + nbytes / rate
         if start > now:
             time.sleep(start - now)
 
 
-# ---- what a clean works on (built on the event loop, read by a thread) -----------------------------
+# ---- what a clean works on: built on the event loop, sent to the clean's process --------------------
 
 @dataclass(frozen=True)
 class SourceSegment:
-    """A sealed segment as a cleaner thread reads it: a duplicate of its .log fd (the job's, closed
-    when the clean ends) and its size, so retention or a swap closing the segment meanwhile does
-    not disturb the read."""
+    """A sealed segment as a clean's process reads it: its path, and its size and offsets when
+    the clean began (if its log changes meanwhile, the event loop drops the clean)."""
 
     base_offset: int
-    fd: int
+    path: str
     size: int
+    next_offset: int
 
 
 @dataclass
@@ -202,65 +218,84 @@ class CleanStats:
     longest_swap_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class CleanRequest:
+    """Everything a clean's process needs: plain values only."""
+
+    dir_path: str
+    log_dir: str
+    sources: list[SourceSegment]  # the sealed segments below the first uncleanable offset's segment
+    first_dirty: int
+    first_uncleanable: int
+    map_capacity: int
+    segment_bytes: int
+    index_interval_bytes: int
+    producer_last_offsets: dict[int, int]
+    delete_retention_ms: int
+    now_ms: int
+    # The aborted transactions of the segments (from their .txnindex), by segment base offset:
+    # their records are neither mapped nor kept, and the cleaned copy indexes them again.
+    aborted_txns: dict[int, list[AbortedTxn]] = field(default_factory=dict)
+
+    def aborted(self, header: BatchHeader) -> bool:
+        """Whether the batch belongs to an aborted transaction."""
+        return header.is_transactional and not header.is_control and any(
+            t.producer_id == header.producer_id and t.first_offset <= header.base_offset <= t.last_offset
+            for txns in self.aborted_txns.values() for t in txns)
+
+
+@dataclass
+class CleanResult:
+    """What a clean's process did: where mapping stopped, and the groups it wrote as .cleaned
+    files (the base offsets of the segments each replaces)."""
+
+    map_end: int
+    groups: list[list[int]]
+    stats: CleanStats
+
+
 class _Abandoned(Exception):
     """The clean must stop: the cleaner is stopping, or its log changed under it."""
 
 
-@dataclass
-class CleanJob:
-    """One clean of one log, from its choice to its checkpoint. Event loop only; its threads get
-    ``sources`` and plain values."""
+# ---- the clean's process --------------------------------------------------------------------------
 
-    log: Log
-    generation: int
-    first_dirty: int
-    first_uncleanable: int
-    segments: list[Segment]  # the sealed segments below the first uncleanable offset's segment
-    sources: list[SourceSegment]
-    producer_last_offsets: dict[int, int]
-    now_ms: int
-    stats: CleanStats = field(default_factory=CleanStats)
-
-    @property
-    def key(self) -> TopicPartition:
-        return self.log.topic, self.log.partition
-
-
-# ---- the thread side ------------------------------------------------------------------------------
-
-def _batches(source: SourceSegment, stop: threading.Event, throttle: IoThrottle) -> Iterator[tuple[BatchHeader, bytes]]:
+def _batches(source: SourceSegment, throttle: IoThrottle) -> Iterator[tuple[BatchHeader, bytes]]:
     """Every batch of a segment, whole."""
-    position = 0
-    while position + BATCH_HEADER_SIZE <= source.size:
-        if stop.is_set():
-            raise _Abandoned("the cleaner is stopping")
-        header = parse_batch_header(os.pread(source.fd, BATCH_HEADER_SIZE, position))
-        end = position + header.batch_length + LOG_OVERHEAD
-        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or end > source.size:
-            raise CorruptRecordError(f"batch at position {position} of segment {source.base_offset} runs past "
-                                     "its end")
-        throttle.acquire(header.size)
-        data = os.pread(source.fd, header.size, position)
-        if len(data) != header.size:
-            raise CorruptRecordError(f"segment {source.base_offset} ended inside the batch at {position}")
-        yield header, data
-        position = end
+    fd = os.open(source.path, os.O_RDONLY)
+    try:
+        position = 0
+        while position + BATCH_HEADER_SIZE <= source.size:
+            header = parse_batch_header(os.pread(fd, BATCH_HEADER_SIZE, position))
+            end = position + header.batch_length + LOG_OVERHEAD
+            if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or end > source.size:
+                raise CorruptRecordError(f"batch at position {position} of segment {source.base_offset} runs past "
+                                         "its end")
+            throttle.acquire(header.size)
+            data = os.pread(fd, header.size, position)
+            if len(data) != header.size:
+                raise CorruptRecordError(f"segment {source.base_offset} ended inside the batch at {position}")
+            yield header, data
+            position = end
+    finally:
+        os.close(fd)
 
 
 def _section(header: BatchHeader, data: bytes) -> bytes:
     return decompress(data[BATCH_HEADER_SIZE:], header.compression)
 
 
-def _map_dirty_part(sources: list[SourceSegment], start: int, end: int, offset_map: OffsetMap,
-                    stop: threading.Event, throttle: IoThrottle, stats: CleanStats) -> int:
-    """Map the latest offset of each key in [start, end); returns where mapping stopped (``end``,
-    or the first offset whose key found the map full)."""
-    for source, following in zip(sources, [*sources[1:], None], strict=True):
-        if following is not None and following.base_offset <= start:
+def _map_dirty_part(request: CleanRequest, offset_map: OffsetMap, throttle: IoThrottle, stats: CleanStats) -> int:
+    """Map the latest offset of each key in the dirty part; returns where mapping stopped (its
+    end, or the first offset whose key found the map full). Aborted transactions are not mapped:
+    their records never hide a committed value."""
+    start, end = request.first_dirty, request.first_uncleanable
+    for source in request.sources:
+        if source.next_offset <= start:
             continue  # wholly in the clean part
-        for header, data in _batches(source, stop, throttle):
+        for header, data in _batches(source, throttle):
             stats.map_bytes_read += header.size
-            if header.last_offset < start or header.is_control:
+            if header.last_offset < start or header.is_control or request.aborted(header):
                 continue
             if header.base_offset >= end:
                 return end
@@ -334,22 +369,20 @@ class _CleanedWriter:
                 os.close(fd)
 
 
-def _clean_group(group: list[SourceSegment], dir_path: str, log_dir: str, index_interval_bytes: int,
-                 offset_map: OffsetMap, map_end: int, producer_last_offsets: dict[int, int],
-                 delete_retention_ms: int, now_ms: int, stop: threading.Event, throttle: IoThrottle,
-                 stats: CleanStats) -> None:
+def _clean_group(group: list[SourceSegment], request: CleanRequest, offset_map: OffsetMap, map_end: int,
+                 throttle: IoThrottle, stats: CleanStats) -> None:
     """Write the cleaned copy of ``group`` as ``<first base>.{log,index,timeindex}.cleaned``."""
     base = group[0].base_offset
     # A private failure channel: an OSError reaches the event loop, which reports the dir itself.
-    guard = DirGuard(log_dir, LogDirFailureChannel())
-    writer = _CleanedWriter(os.path.join(dir_path, segment_name(base)), base, index_interval_bytes, guard)
+    guard = DirGuard(request.log_dir, LogDirFailureChannel())
+    writer = _CleanedWriter(os.path.join(request.dir_path, segment_name(base)), base, request.index_interval_bytes,
+                            guard)
     writer.open()
     try:
         for source in group:
-            for header, data in _batches(source, stop, throttle):
+            for header, data in _batches(source, throttle):
                 stats.bytes_read += header.size
-                kept = _cleaned_batch(header, data, offset_map, map_end, producer_last_offsets,
-                                      delete_retention_ms, now_ms, stats)
+                kept = _cleaned_batch(header, data, offset_map, map_end, request, stats)
                 if kept is not None:
                     throttle.acquire(len(kept))
                     writer.write(parse_batch_header(kept), kept)
@@ -357,24 +390,28 @@ def _clean_group(group: list[SourceSegment], dir_path: str, log_dir: str, index_
         writer.finish()
     finally:
         writer.close()
-    hook_point("clean.cleaned_written")
+    aborted = [txn for source in group for txn in request.aborted_txns.get(source.base_offset, [])]
+    if aborted:
+        TransactionIndex(writer.stem + TXN_INDEX_SUFFIX + CLEANED_SUFFIX, guard).replace(aborted)
 
 
-def _cleaned_batch(header: BatchHeader, data: bytes, offset_map: OffsetMap, map_end: int,
-                   producer_last_offsets: dict[int, int], delete_retention_ms: int, now_ms: int,
+def _cleaned_batch(header: BatchHeader, data: bytes, offset_map: OffsetMap, map_end: int, request: CleanRequest,
                    stats: CleanStats) -> bytes | None:
     """What of one batch a clean keeps: the batch as it was, rebuilt with fewer records, an empty
     batch (its producer's last), or nothing."""
     if header.is_control:
-        return data  # transaction markers: kept (transactions are not taken yet)
+        return data  # transaction markers stay: a read_committed reader may still need them
     section = _section(header, data)
     spans = record_spans(section, header)
     stats.records_read += len(spans)
     horizon = header.delete_horizon_ms
-    keep_tombstones = horizon is None or now_ms < horizon
+    keep_tombstones = horizon is None or request.now_ms < horizon
+    aborted = request.aborted(header)
     kept = []
     for span in spans:
         offset = header.base_offset + span.offset_delta
+        if aborted:
+            continue  # no reader ever sees them
         if offset >= map_end:
             kept.append(span)  # past what was mapped: the next clean decides
         elif span.key is not None and offset >= offset_map.get(OffsetMap.digest(span.key)) \
@@ -383,21 +420,21 @@ def _cleaned_batch(header: BatchHeader, data: bytes, offset_map: OffsetMap, map_
     stats.records_kept += len(kept)
     set_horizon = horizon is None and any(not span.has_value for span in kept)
     if set_horizon:
-        horizon = now_ms + delete_retention_ms
+        horizon = request.now_ms + request.delete_retention_ms
     if horizon is not None and any(not span.has_value for span in kept):
         stats.delete_horizon_ms = horizon if stats.delete_horizon_ms is None else min(stats.delete_horizon_ms,
                                                                                         horizon)
     if len(kept) == len(spans) and not set_horizon:
         return data
-    if not kept and producer_last_offsets.get(header.producer_id) != header.last_offset:
+    if not kept and request.producer_last_offsets.get(header.producer_id) != header.last_offset:
         return None
     return batch_with_records(header, section, kept, horizon if set_horizon else None)
 
 
-def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:
+def group_segments(segments: list[SourceSegment], max_bytes: int) -> list[list[SourceSegment]]:
     """Consecutive segments cleaned into one when together they fit segment.bytes and their
     offsets fit an int32 from the first base (Kafka's groupSegmentsBySize)."""
-    groups: list[list[Segment]] = []
+    groups: list[list[SourceSegment]] = []
     for segment in segments:
         current = groups[-1] if groups else None
         if current is not None and sum(s.size for s in current) + segment.size <= max_bytes \
@@ -408,7 +445,68 @@ def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment
     return groups
 
 
-def _remove_cleaned_files(dir_path: str, base: int) -> None:
+def clean_log(request: CleanRequest, throttle: IoThrottle) -> CleanResult:
+    """Map the dirty part, then write every group up to where mapping stopped as .cleaned files."""
+    stats = CleanStats()
+    offset_map = OffsetMap(request.map_capacity)
+    map_end = _map_dirty_part(request, offset_map, throttle, stats)
+    stats.map_utilization = offset_map.utilization
+    if map_end <= request.first_dirty < request.first_uncleanable:
+        raise CorruptRecordError(f"log.cleaner.dedupe.buffer.size holds {offset_map.capacity} keys, too few for "
+                                 "one record of the dirty part")
+    groups = group_segments([s for s in request.sources if s.base_offset < max(map_end, request.first_dirty + 1)],
+                            request.segment_bytes)
+    written: list[list[int]] = []
+    try:
+        for group in groups:
+            written.append([s.base_offset for s in group])
+            _clean_group(group, request, offset_map, map_end, throttle, stats)
+    except BaseException:
+        for bases in written:
+            remove_cleaned_files(request.dir_path, bases[0])
+        raise
+    return CleanResult(map_end, written, stats)
+
+
+def _clean_in_process(request: CleanRequest, throttle: IoThrottle, answer: Connection, broker_pid: int) -> None:
+    """The entry point of a clean's process: its result, or what went wrong, down the pipe."""
+    _die_with_the_broker(broker_pid)
+    try:
+        answer.send(("done", clean_log(request, throttle)))
+    except OSError as exc:
+        answer.send(("os", exc.errno, exc.strerror, exc.filename))
+    except KafkaStorageError as exc:  # from the indexes' private guard: the OSError is its cause
+        cause = exc.cause if isinstance(exc.cause, OSError) else OSError(0, str(exc))
+        answer.send(("os", cause.errno, cause.strerror, cause.filename))
+    except CorruptRecordError as exc:
+        answer.send(("corrupt", str(exc)))
+    finally:
+        answer.close()
+
+
+def _die_with_the_broker(broker_pid: int) -> None:
+    """Linux: this process is killed with its broker (kill -9 included), so that it never writes
+    .cleaned files beside the broker's next run."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != broker_pid:  # the broker died before that took effect
+        os._exit(1)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _answered(readable: asyncio.Future[None]) -> None:
+    if not readable.done():
+        readable.set_result(None)
+
+
+def remove_cleaned_files(dir_path: str, base: int) -> None:
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(dir_path, segment_name(base) + suffix + CLEANED_SUFFIX))
@@ -430,13 +528,13 @@ class Cleanable:
 
 def cleanable(log_: Log, now_ms: int, tombstone_horizon_ms: int | None) -> Cleanable | None:
     """How dirty a compacted log is (None: nothing can be cleaned): the dirty part runs from its
-    cleaner checkpoint to the first uncleanable offset (the active segment, the high watermark,
+    cleaner checkpoint to the first uncleanable offset (the active segment, the last stable offset,
     the first segment with records younger than min.compaction.lag.ms)."""
     config = log_.config
     if not config.compact or len(log_.segments) < 2:
         return None
     first_dirty = min(max(log_.clean_until, log_.log_start_offset), log_.log_end_offset)
-    first_uncleanable = min(log_.segments[-1].base_offset, log_.high_watermark)
+    first_uncleanable = min(log_.segments[-1].base_offset, log_.last_stable_offset)
     sealed = [s for s in log_.segments[:-1] if s.next_offset > first_dirty and s.base_offset < first_uncleanable]
     if config.min_compaction_lag_ms > 0:
         for segment in sealed:
@@ -456,9 +554,25 @@ def cleanable(log_: Log, now_ms: int, tombstone_horizon_ms: int | None) -> Clean
     return Cleanable(log_, first_dirty, first_uncleanable, ratio, overdue, tombstones_due)
 
 
+@dataclass
+class CleanJob:
+    """One clean of one log, from its choice to its checkpoint. Event loop only; its process gets
+    ``request``, plain values."""
+
+    log: Log
+    generation: int
+    segments: dict[int, Segment]  # the sealed segments its process reads, by base offset
+    request: CleanRequest
+    stats: CleanStats = field(default_factory=CleanStats)
+
+    @property
+    def key(self) -> TopicPartition:
+        return self.log.topic, self.log.partition
+
+
 class LogCleaner:
-    """Cleans the compacted logs of a LogManager (see the module's docstring). Event loop only,
-    apart from the functions it runs in its threads."""
+    """Cleans the compacted logs of a LogManager (see the module's docstring). Event loop only;
+    the reading, mapping and writing of each clean run in a process of its own."""
 
     def __init__(self, log_manager: LogManager, failure_channel: LogDirFailureChannel, config: CleanerConfig,
                  now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
@@ -466,12 +580,13 @@ class LogCleaner:
         self.failure_channel = failure_channel
         self.config = config
         self.now_ms = now_ms
-        self.throttle = IoThrottle(config.io_bytes_per_second)
-        self._executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="log-cleaner")
-        self._stop = threading.Event()
+        self._context: SpawnContext = multiprocessing.get_context(PROCESS_START_METHOD)
+        self.throttle = IoThrottle(config.io_bytes_per_second, self._context)
+        self._stop = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: dict[str, asyncio.Task[None]] = {}  # log dir -> its clean
+        self._processes: dict[TopicPartition, BaseProcess] = {}
         self.in_progress: dict[TopicPartition, CleanJob] = {}
         self.uncleanable: dict[TopicPartition, str] = {}  # -> why
         self._horizons: dict[TopicPartition, int] = {}  # earliest tombstone horizon of each log
@@ -485,14 +600,14 @@ class LogCleaner:
         self._wake.set()
 
     async def stop(self) -> None:
-        """Abandon the cleans under way (their .cleaned files go) and wait for their threads,
-        which stop at their next batch: a clean is never cancelled while a thread reads its fds."""
-        self._stop.set()
+        """Abandon the cleans under way: their processes are stopped, their .cleaned files go."""
+        self._stop = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        for process in list(self._processes.values()):
+            process.terminate()
         await self.wait_for_cleans()
-        self._executor.shutdown(wait=False)
 
     async def wait_for_cleans(self) -> None:
         """Until the cleans under way have ended (swapped in, abandoned or failed)."""
@@ -500,7 +615,7 @@ class LogCleaner:
             await asyncio.gather(*list(self._running.values()), return_exceptions=True)
 
     async def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop:
             self.clean_what_is_due()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -550,71 +665,90 @@ class LogCleaner:
     def _done(self, log_dir: str, key: TopicPartition, _task: asyncio.Task[None]) -> None:
         self._running.pop(log_dir, None)
         self.in_progress.pop(key, None)
-        if not self._stop.is_set():
+        if not self._stop:
             self._wake.set()  # another log of this dir may be waiting
 
     def _job(self, candidate: Cleanable) -> CleanJob:
         log_ = candidate.log
+        config = log_.config
         segments = [s for s in log_.segments[:-1] if s.base_offset < max(candidate.first_uncleanable,
                                                                          candidate.first_dirty + 1)]
-        sources = [SourceSegment(s.base_offset, s.duplicate_fd(), s.size) for s in segments]
-        return CleanJob(log_, log_.segments_generation, candidate.first_dirty, candidate.first_uncleanable,
-                        segments, sources, log_.producer_state.last_offsets(), self.now_ms())
+        request = CleanRequest(
+            log_.dir_path, log_.log_dir, [SourceSegment(s.base_offset, s.log_path, s.size, s.next_offset)
+                                          for s in segments],
+            candidate.first_dirty, candidate.first_uncleanable, self.config.map_capacity, config.segment_bytes,
+            config.index_interval_bytes, log_.producer_state.last_offsets(), config.delete_retention_ms,
+            self.now_ms(), {s.base_offset: list(s.txn_index.entries) for s in segments if s.txn_index.entries})
+        return CleanJob(log_, log_.segments_generation, {s.base_offset: s for s in segments}, request)
 
     # ---- one clean ----------------------------------------------------------------------------
     def _current(self, job: CleanJob) -> bool:
         """Whether the log is still as the job found it (else what the job wrote is dropped)."""
         log_ = job.log
-        return (not self._stop.is_set() and not log_.closed and self.log_manager.logs.get(job.key) is log_
+        return (not self._stop and not log_.closed and self.log_manager.logs.get(job.key) is log_
                 and job.key not in self.log_manager.future_logs and log_.segments_generation == job.generation
                 and log_.log_dir in self.log_manager.live_dirs)
 
-    async def _in_thread(self, work: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, work, *args)
+    async def _in_process(self, job: CleanJob) -> CleanResult:
+        """Run the clean's reading, mapping and writing in a process of its own (no GIL shared
+        with the event loop) and wait for its answer without blocking the loop."""
+        reader, writer = self._context.Pipe(duplex=False)
+        process = self._context.Process(target=_clean_in_process, args=(job.request, self.throttle, writer,
+                                                                        os.getpid()),
+                                        name=f"log-cleaner-{job.log.name}", daemon=True)
+        process.start()
+        writer.close()
+        self._processes[job.key] = process
+        loop = asyncio.get_running_loop()
+        readable: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(reader.fileno(), _answered, readable)
+        try:
+            await readable
+            answer = reader.recv()
+        except EOFError:
+            raise _Abandoned(f"its process ended with exit code {process.exitcode} and no answer") from None
+        finally:
+            loop.remove_reader(reader.fileno())
+            reader.close()
+            del self._processes[job.key]
+            await asyncio.to_thread(process.join)
+        if answer[0] == "os":
+            raise OSError(answer[1], answer[2], answer[3])
+        if answer[0] == "corrupt":
+            raise CorruptRecordError(answer[1])
+        result: CleanResult = answer[1]
+        return result
 
     async def _clean(self, job: CleanJob) -> None:
         log_ = job.log
         started = time.monotonic()
-        offset_map = OffsetMap(self.config.map_capacity)
-        written: list[int] = []  # bases of groups whose .cleaned files may exist
+        swapped = 0
+        groups: list[list[int]] = []
         try:
-            map_end = await self._in_thread(_map_dirty_part, job.sources, job.first_dirty, job.first_uncleanable,
-                                            offset_map, self._stop, self.throttle, job.stats)
-            job.stats.map_utilization = offset_map.utilization
-            if map_end <= job.first_dirty < job.first_uncleanable:
-                raise CorruptRecordError(f"log.cleaner.dedupe.buffer.size holds {offset_map.capacity} keys, too few "
-                                         "for one record of the dirty part")
-            groups = group_segments([s for s in job.segments if s.base_offset < max(map_end, job.first_dirty + 1)],
-                                    log_.config.segment_bytes)
-            sources = {s.base_offset: s for s in job.sources}
-            for group in groups:
-                if not self._current(job):
-                    raise _Abandoned("the log changed")
-                written.append(group[0].base_offset)
-                await self._in_thread(_clean_group, [sources[s.base_offset] for s in group], log_.dir_path,
-                                      log_.log_dir, log_.config.index_interval_bytes, offset_map, map_end,
-                                      job.producer_last_offsets, log_.config.delete_retention_ms, job.now_ms,
-                                      self._stop, self.throttle, job.stats)
+            result = await self._in_process(job)
+            job.stats, groups = result.stats, result.groups
+            hook_point("clean.cleaned_written")
+            for bases in groups:
                 if not self._current(job):
                     raise _Abandoned("the log changed")
                 swap_started = time.monotonic()
-                log_.replace_segments(group, self.now_ms())
+                log_.replace_segments([job.segments[base] for base in bases], self.now_ms(), sync=False)
                 job.stats.longest_swap_s = max(job.stats.longest_swap_s, time.monotonic() - swap_started)
-                written.pop()
+                swapped += 1
                 job.generation = log_.segments_generation
-            log_.clean_until = max(log_.clean_until, min(map_end, log_.log_end_offset))
+                await asyncio.sleep(0)  # appends and reads go on between two swaps
+            if swapped:
+                await asyncio.to_thread(_fsync_dir, log_.dir_path)
+            log_.clean_until = max(log_.clean_until, min(result.map_end, log_.log_end_offset))
             self.log_manager.write_cleaner_checkpoint(log_.log_dir)
             hook_point("clean.checkpointed")
         except _Abandoned as exc:
             CLEANS.labels("abandoned").inc()
             log.info("cleaning of %s abandoned: %s", log_.name, exc)
             return
-        except KafkaStorageError as exc:  # reported by the guard that raised it
+        except KafkaStorageError as exc:  # from a swap: reported by the guard that raised it
             CLEANS.labels("failed").inc()
-            if self._current(job) or exc.log_dir in self.failure_channel.offline_dirs:
-                log.error("cleaning of %s failed: %s", log_.name, exc)
-                if exc.cause is not None and isinstance(exc.cause, OSError):
-                    self.failure_channel.report(exc.log_dir, exc.cause)
+            log.error("cleaning of %s failed: %s", log_.name, exc)
             return
         except OSError as exc:
             CLEANS.labels("failed").inc()
@@ -630,11 +764,8 @@ class LogCleaner:
                 log.error("%s cannot be cleaned and is left alone until the broker restarts: %s", log_.name, exc)
             return
         finally:
-            for source in job.sources:
-                with contextlib.suppress(OSError):
-                    os.close(source.fd)
-            for base in written:
-                _remove_cleaned_files(log_.dir_path, base)
+            for bases in groups[swapped:]:
+                remove_cleaned_files(log_.dir_path, bases[0])
         self._finished(job, time.monotonic() - started)
 
     def _finished(self, job: CleanJob, seconds: float) -> None:

@@ -10,6 +10,7 @@ __all__ = [
     "InconsistentTopicIdError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "TransactionCoordinatorFencedError",
     "KafkaStorageError",
     "LogDirLockedError",
     "NoLiveLogDirError",
@@ -48,6 +49,10 @@ class OffsetOutOfRangeError(StorageError):
 
 class InvalidProducerEpochError(StorageError):
     """A producer wrote with an epoch older than the one this partition has already seen."""
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator epoch older than one this partition has seen."""
 
 
 class OutOfOrderSequenceError(StorageError):

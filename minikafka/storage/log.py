@@ -23,14 +23,16 @@ from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import (
     CorruptRecordError,
     InconsistentTopicIdError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
 )
 from minikafka.storage.leader_epoch import LeaderEpochCache
-from minikafka.storage.producer_state import ProducerStateManager
+from minikafka.storage.producer_state import CompletedTxn, ProducerStateManager
 from minikafka.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -44,7 +46,15 @@ from minikafka.storage.segment import (
     last_offset_in_file,
     segment_name,
 )
-from protocol.record_codec import CODECS, keyless_records, recompress_batch
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from protocol.record_codec import (
+    CODECS,
+    ControlMarker,
+    decode_control_marker,
+    encode_control_batch,
+    keyless_records,
+    recompress_batch,
+)
 from protocol.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -201,6 +211,8 @@ class Log:
         self.leader_epochs = LeaderEpochCache(dir_path, guard)
         self.producer_state = ProducerStateManager(dir_path, guard)
         self._pending_deletes: list[tuple[int, Segment]] = []
+        # Transactions a marker ended above the high watermark: not stable yet.
+        self._unstable_txns: list[CompletedTxn] = []
         self.closed = False
         # Told the offset of every truncation (a mover copying this log must re-copy from it).
         self.on_truncate: Callable[[int], None] | None = None
@@ -267,7 +279,7 @@ class Log:
                     os.unlink(path)
             elif ext == LOG_SUFFIX and stem.isdigit():
                 bases.append(int(stem))
-            elif ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem not in stems_with_log:
+            elif ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem not in stems_with_log:
                 with self.guard:
                     os.unlink(path)
         return sorted(bases)
@@ -292,6 +304,11 @@ class Log:
                     for stale in (segment_name(base) + suffix + SWAP_SUFFIX, segment_name(base) + suffix):
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(os.path.join(self.dir_path, stale))
+                # The aborted transactions cannot be told from the .log alone: the cleaned copy's
+                # index (written and fsynced before the swap was decided) is kept.
+                txn_index = os.path.join(self.dir_path, segment_name(base) + TXN_INDEX_SUFFIX)
+                if os.path.exists(txn_index + SWAP_SUFFIX):
+                    os.replace(txn_index + SWAP_SUFFIX, txn_index)
                 os.rename(swap_path, os.path.join(self.dir_path, segment_name(base) + LOG_SUFFIX))
             fsync_dir(self.dir_path, self.guard)
             logger.info("%s: finished swapping in the cleaned segment %s (replacing %d segment(s)), decided before "
@@ -343,17 +360,21 @@ class Log:
             segment.on_become_inactive()
 
     def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, plus a replay of the batches after it."""
+        """Newest snapshot at or below the log end, plus a replay of the batches after it; the
+        transactions aborted in the replayed part go into the segments' .txnindex again."""
         self.producer_state.delete_snapshots_above(self._leo)
         self.producer_state.remove_stray_snapshots(self._bases)
         snapshot = self.producer_state.load_latest_snapshot(self._leo)
         start = max(snapshot if snapshot is not None else 0, self.segments[0].base_offset)
+        self._unstable_txns = []
         if start >= self._leo:
             return
         first = max(bisect_right(self._bases, start) - 1, 0)
         for segment in self.segments[first:]:
-            for header in segment.iter_headers(start):
-                self.producer_state.record(header)
+            segment.txn_index.truncate_from(start)
+        for segment in self.segments[first:]:
+            for header, marker in segment.iter_for_replay(start):
+                self._record(header, marker, segment)
 
     # ---- properties --------------------------------------------------------------------
 
@@ -387,7 +408,7 @@ class Log:
 
     # ---- appends -----------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
         """Validate, assign offsets from the log end, stamp the epoch (and LogAppendTime), store.
 
         Nothing is written if any batch is rejected.  A retry of one of a producer's last
@@ -437,7 +458,7 @@ class Log:
             records_count=count, size_bytes=len(buf),
         )
 
-    def _check_keys(self, records: bytes, batches: list[tuple[int, BatchHeader]]) -> None:
+    def _check_keys(self, records: bytes | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
         """A compacted topic keeps the latest record of each key: a record without one is refused,
         with its whole batch and request (Kafka's LogValidator)."""
         why = f"Compacted topic cannot accept message without key in topic partition {self.name}."
@@ -446,8 +467,8 @@ class Log:
             if keyless:
                 raise InvalidRecordError(why, [(index, why) for index in keyless])
 
-    def _recompressed(self, records: bytes, batches: list[tuple[int, BatchHeader]]
-                      ) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    def _recompressed(self, records: bytes | memoryview, batches: list[tuple[int, BatchHeader]]
+                      ) -> tuple[bytes | memoryview, list[tuple[int, BatchHeader]]]:
         """The batches stored with the topic's compression.type (the records are not decoded)."""
         codec = CODECS[self.config.compression_type]
         if all(header.compression == codec for _, header in batches):
@@ -465,7 +486,28 @@ class Log:
                     f"{header.base_offset} are outside message.timestamp.before.max.ms={before} / "
                     f"message.timestamp.after.max.ms={after} of {self.name} (broker time {now_ms})")
 
-    def append_as_follower(self, records: bytes, now_ms: int | None = None) -> AppendResult:
+    def append_marker(self, producer_id: int, producer_epoch: int, marker: ControlMarker, leader_epoch: int,
+                      now_ms: int) -> AppendResult:
+        """Append as leader the marker that ends ``producer_id``'s transaction (a coordinator's
+        WriteTxnMarkers). Refused (InvalidProducerEpochError, TransactionCoordinatorFencedError)
+        from a producer epoch or coordinator epoch older than this partition has seen."""
+        entry = self.producer_state.producers.get(producer_id)
+        if entry is not None:
+            if producer_epoch < entry.epoch:
+                raise InvalidProducerEpochError(f"marker of producer {producer_id} with epoch {producer_epoch}, "
+                                                f"older than its epoch {entry.epoch} in {self.name}")
+            if marker.coordinator_epoch < entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"marker of coordinator epoch {marker.coordinator_epoch}, older than {entry.coordinator_epoch} "
+                    f"in {self.name}")
+        offset = self._leo
+        data = encode_control_batch(marker, producer_id, producer_epoch, now_ms, base_offset=offset,
+                                    partition_leader_epoch=leader_epoch)
+        self.leader_epochs.assign(leader_epoch, offset)
+        self._append(data, validate_batches(data), now_ms)
+        return AppendResult(offset, offset, -1, self.log_start_offset, records_count=1, size_bytes=len(data))
+
+    def append_as_follower(self, records: bytes | memoryview, now_ms: int | None = None) -> AppendResult:
         """Store batches fetched from the leader as they are (offsets and epochs already set).
 
         Their offsets must start at or after the log end and increase; compacted batches
@@ -490,7 +532,7 @@ class Log:
             records_count=sum(h.records_count for _, h in batches), size_bytes=len(records),
         )
 
-    def _append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+    def _append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         if len(data) > self.config.segment_bytes:
             raise RecordTooLargeError(
                 f"append of {len(data)} bytes exceeds segment.bytes {self.config.segment_bytes} for {self.name}"
@@ -502,8 +544,43 @@ class Log:
             active = self.roll(now_ms, first_offset)
         active.append(data, batches, now_ms)
         self._leo = last_offset + 1
-        for _, header in batches:
-            self.producer_state.record(header)
+        for pos, header in batches:
+            self._record(header, decode_control_marker(data, pos, header) if header.is_control else None, active)
+
+    def _record(self, header: BatchHeader, marker: ControlMarker | None, segment: Segment) -> None:
+        """A stored batch's effect on the producer state; a transaction its marker ends waits in
+        ``_unstable_txns`` until the marker is below the high watermark, and an aborted one is
+        indexed in the marker's segment."""
+        completed = self.producer_state.record(header, marker)
+        if completed is None:
+            return
+        if completed.aborted:
+            # Kafka's "last stable offset" of the entry: where the next open transaction starts.
+            still_open = self.producer_state.first_unstable_offset()
+            segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                                completed.last_offset + 1 if still_open is None else still_open))
+        if completed.last_offset >= self.high_watermark:
+            self._unstable_txns.append(completed)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of the oldest transaction not yet decided there
+        (open, or ended by a marker still above the high watermark): a read_committed consumer
+        reads no further (KIP-98)."""
+        hw = self.high_watermark
+        self._unstable_txns = [t for t in self._unstable_txns if t.last_offset >= hw]
+        open_first = self.producer_state.first_unstable_offset()
+        return min([hw, *(t.first_offset for t in self._unstable_txns),
+                    *([open_first] if open_first is not None else [])])
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start, end), for a read_committed fetch."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[max(bisect_right(self._bases, start) - 1, 0):]:
+            if segment.base_offset >= end:
+                break
+            found += segment.txn_index.overlapping(start, end)
+        return found
 
     def _should_roll(self, active: Segment, incoming: int, last_offset: int, now_ms: int) -> bool:
         if active.size == 0:
@@ -729,7 +806,7 @@ class Log:
 
     # ---- compaction ----------------------------------------------------------------------
 
-    def replace_segments(self, old: list[Segment], now_ms: int) -> Segment:
+    def replace_segments(self, old: list[Segment], now_ms: int, sync: bool = True) -> Segment:
         """Swap in the cleaned copy of ``old`` (consecutive sealed segments of this log), which a
         cleaner wrote as ``<base>.{log,index,timeindex}.cleaned`` with the first one's base offset.
         Crash-safe, as Kafka's cleaner does it:
@@ -739,24 +816,31 @@ class Log:
           2. the old segments are renamed .deleted (removed after file.delete.delay.ms);
           3. the .swap files take their final names.
 
-        Returns the new segment. Runs on the event loop, between two appends: renames and two
-        fsyncs of the directory, no record data."""
+        Returns the new segment. Runs on the event loop, between two appends: renames only (no
+        record data). A journaling file system keeps renames of one directory in their order;
+        ``sync`` fsyncs the directory after each step, else the caller fsyncs it afterwards, off
+        the event loop, before it records the clean anywhere."""
         first = self.segments.index(old[0])
         if self.segments[first:first + len(old)] != old or first + len(old) >= len(self.segments):
             raise ValueError(f"{self.name}: the segments to replace are not consecutive sealed segments of the log")
         base = old[0].base_offset
         stem = os.path.join(self.dir_path, segment_name(base))
+        suffixes: tuple[str, ...] = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
         with self.guard:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            if os.path.exists(stem + TXN_INDEX_SUFFIX + CLEANED_SUFFIX):
+                suffixes = (TXN_INDEX_SUFFIX, *suffixes)
+            for suffix in suffixes:
                 os.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
-        fsync_dir(self.dir_path, self.guard)
+        if sync:
+            fsync_dir(self.dir_path, self.guard)
         hook_point("clean.swap_decided")
         self._retire(old, now_ms)
         hook_point("clean.old_segments_retired")
         with self.guard:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            for suffix in suffixes:
                 os.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
-        fsync_dir(self.dir_path, self.guard)
+        if sync:
+            fsync_dir(self.dir_path, self.guard)
         new = Segment.open(self.dir_path, base, self.guard, self.config.index_interval_bytes)
         self.segments[first:first + len(old)] = [new]
         self._bases[first:first + len(old)] = [base]
@@ -831,6 +915,7 @@ class Log:
             segment.log_path = moved(segment.log_path)
             segment.offset_index.file.path = moved(segment.offset_index.file.path)
             segment.time_index.file.path = moved(segment.time_index.file.path)
+            segment.txn_index.path = moved(segment.txn_index.path)
         self.leader_epochs.set_dir(new_path)
         self.producer_state.dir_path = new_path
 

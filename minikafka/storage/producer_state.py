@@ -1,6 +1,7 @@
 """Idempotent-producer state of one partition and its ``<offset>.snapshot`` files.
 
-A snapshot uses Kafka's producer-snapshot layout, version 1 (all big-endian):
+A snapshot uses Kafka's producer-snapshot layout, version 1 (all big-endian), open transactions
+included (a restart that replays the log from a snapshot knows where they began):
 version int16, crc uint32 (CRC32C of everything after it), then an int32-counted array of
 entries (producer_id int64, epoch int16, last_sequence int32, last_offset int64,
 offset_delta int32, timestamp int64, coordinator_epoch int32, current_txn_first_offset
@@ -21,6 +22,7 @@ from crc32c import crc32c
 from minikafka.storage.checkpoints import write_atomically
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from protocol.record_codec import ControlMarker
 from protocol.records import INT32_MAX, NO_SEQUENCE, BatchHeader
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -50,12 +52,15 @@ class BatchMetadata:
 
 @dataclass(slots=True)
 class ProducerEntry:
-    """One producer id's current epoch and its last few batches; owned by ProducerStateManager."""
+    """One producer id's current epoch, its last few batches and its transaction in this
+    partition (the first offset it wrote, until a marker ends it); owned by ProducerStateManager."""
 
     producer_id: int
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES_PER_PRODUCER))
     last_timestamp: int = -1
+    current_txn_first_offset: int = -1
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -68,6 +73,16 @@ class ProducerEntry:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker (at ``last_offset``) ended in this partition."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 def snapshot_file_name(offset: int) -> str:
@@ -136,28 +151,49 @@ class ProducerStateManager:
             pending[pid] = (epoch, header.last_sequence)
         return None
 
-    def record(self, header: BatchHeader) -> None:
-        """Apply one stored batch (offsets final) to the state; no checks."""
+    def record(self, header: BatchHeader, marker: ControlMarker | None = None) -> CompletedTxn | None:
+        """Apply one stored batch (offsets final) to the state; no checks. A transactional batch
+        opens its producer's transaction here, ``marker`` (the batch is a transaction marker)
+        ends it: the transaction it ended is returned."""
         pid = header.producer_id
         if pid < 0:
-            return
+            return None
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid, header.producer_epoch)
         elif header.producer_epoch != entry.epoch:
             if header.producer_epoch < entry.epoch:
-                return
+                return None
+            # A coordinator fencing a producer ends its transaction with a bumped epoch.
             entry.epoch = header.producer_epoch
             entry.batches.clear()
         entry.last_timestamp = header.max_timestamp
-        if header.base_sequence == NO_SEQUENCE or header.is_control:
-            return
+        if header.is_control:
+            if marker is None:
+                return None
+            first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else header.base_offset
+            entry.current_txn_first_offset = -1
+            entry.coordinator_epoch = marker.coordinator_epoch
+            return CompletedTxn(pid, first, header.last_offset, marker.aborted)
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = header.base_offset
+        if header.base_sequence == NO_SEQUENCE:
+            return None
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence, header.last_sequence, header.base_offset, header.last_offset,
                 header.max_timestamp,
             )
         )
+        return None
+
+    def ongoing_txn_first_offsets(self) -> dict[int, int]:
+        """{producer id: first offset} of the transactions open in this partition."""
+        return {pid: e.current_txn_first_offset for pid, e in self.producers.items() if e.current_txn_first_offset >= 0}
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None: none is open)."""
+        return min(self.ongoing_txn_first_offsets().values(), default=None)
 
     def clear(self) -> None:
         self.producers.clear()
@@ -176,13 +212,14 @@ class ProducerStateManager:
     def encode(self) -> bytes:
         entries = []
         for pid, entry in self.producers.items():
+            txn = (entry.coordinator_epoch, entry.current_txn_first_offset)
             if not entry.batches:
-                entries.append(_ENTRY.pack(pid, entry.epoch, NO_SEQUENCE, -1, 0, entry.last_timestamp, -1, -1))
+                entries.append(_ENTRY.pack(pid, entry.epoch, NO_SEQUENCE, -1, 0, entry.last_timestamp, *txn))
             for batch in entry.batches:
                 entries.append(
                     _ENTRY.pack(
                         pid, entry.epoch, batch.last_seq, batch.last_offset,
-                        batch.last_offset - batch.first_offset, batch.timestamp, -1, -1,
+                        batch.last_offset - batch.first_offset, batch.timestamp, *txn,
                     )
                 )
         body = _COUNT.pack(len(entries)) + b"".join(entries)
@@ -200,13 +237,13 @@ class ProducerStateManager:
         if count < 0 or len(data) != _PREFIX.size + _COUNT.size + count * _ENTRY.size:
             raise CorruptSnapshotError("snapshot length does not match its entry count")
         producers: dict[int, ProducerEntry] = {}
-        for pid, epoch, last_seq, last_offset, offset_delta, timestamp, _, _ in _ENTRY.iter_unpack(
-            data[_PREFIX.size + _COUNT.size :]
-        ):
+        for pid, epoch, last_seq, last_offset, offset_delta, timestamp, coordinator_epoch, txn_first in \
+                _ENTRY.iter_unpack(data[_PREFIX.size + _COUNT.size :]):
             entry = producers.get(pid)
             if entry is None or entry.epoch != epoch:
                 entry = producers[pid] = ProducerEntry(pid, epoch)
             entry.last_timestamp = timestamp
+            entry.coordinator_epoch, entry.current_txn_first_offset = coordinator_epoch, txn_first
             if last_offset >= 0:
                 first_seq = (last_seq - offset_delta) % (INT32_MAX + 1)
                 entry.batches.append(

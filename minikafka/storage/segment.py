@@ -9,7 +9,14 @@ from collections.abc import Iterator
 
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.index import OffsetIndex, TimeIndex
-from protocol.record_codec import Record, decode_records_section, decompress
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from protocol.record_codec import (
+    ControlMarker,
+    Record,
+    decode_control_marker,
+    decode_records_section,
+    decompress,
+)
 from protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -29,7 +36,7 @@ DELETED_SUFFIX = ".deleted"
 # once complete: the ``.log.swap`` rename decides the swap (Kafka's suffixes).
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 # Read-ahead when walking batch headers: large enough to cover a whole index interval of
 # small batches in one pread, small enough not to drag in much record data.
@@ -186,6 +193,7 @@ class Segment:
         self.log_path = stem + LOG_SUFFIX
         self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, guard)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, guard)
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX, guard)
         self._log_fd = -1
         self.size = 0
         self._loaded = False
@@ -318,6 +326,7 @@ class Segment:
             with self.guard:
                 os.ftruncate(self._log_fd, scan.end)
             self.size = scan.end
+            self.txn_index.truncate_from(expected)
         self.offset_index.replace(index_offsets, index_positions)
         self.time_index.replace(time_stamps, time_offsets)
         self._set_tail(tail)
@@ -364,7 +373,7 @@ class Segment:
 
     # ---- appending -----------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         """Write ``data`` (whole batches, offsets already assigned) at the end of the .log.
 
         ``batches`` holds (position within data, header) of each batch.  The file size only
@@ -500,13 +509,19 @@ class Segment:
                     return record.offset, record.timestamp
         return max(header.base_offset, min_offset), header.max_timestamp
 
-    def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets >= ``from_offset`` (for producer-state replay)."""
+    def iter_for_replay(self, from_offset: int) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+        """Headers of the batches holding offsets >= ``from_offset``, with the transaction marker
+        of each control batch (for producer-state replay)."""
         position = self.find(from_offset)
         if position is None:
             return
-        for _, header in self._scan_from(position):
-            yield header
+        for batch_position, header in self._scan_from(position):
+            marker = None
+            if header.is_control:
+                with self.guard:
+                    data = os.pread(self._log_fd, header.size, batch_position)
+                marker = decode_control_marker(data, 0, header)
+            yield header, marker
 
     def duplicate_fd(self) -> int:
         """A duplicate of the .log's fd, for a reader outside the event loop (a log cleaner's
@@ -537,6 +552,7 @@ class Segment:
         self.size = position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(cut_base)
+        self.txn_index.truncate_from(cut_base)
         tail = list(self._scan_from(self.offset_index.last_position() if self.offset_index else 0))
         self._set_tail(tail)
         last = self.time_index.last_entry()
@@ -551,6 +567,7 @@ class Segment:
             os.fsync(self._log_fd)
         self.offset_index.file.flush()
         self.time_index.file.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Release the fds; never raises (FileSlices keep their own dups)."""
@@ -564,7 +581,7 @@ class Segment:
                 pass
 
     def _paths(self) -> list[str]:
-        return [self.log_path, self.offset_index.file.path, self.time_index.file.path]
+        return [self.log_path, self.offset_index.file.path, self.time_index.file.path, self.txn_index.path]
 
     def rename_for_delete(self) -> None:
         """Add the ``.deleted`` suffix to the three files; removal happens later (``delete``)."""
@@ -579,6 +596,7 @@ class Segment:
         self.log_path += DELETED_SUFFIX
         self.offset_index.file.path += DELETED_SUFFIX
         self.time_index.file.path += DELETED_SUFFIX
+        self.txn_index.path += DELETED_SUFFIX
 
     def delete(self) -> None:
         """Close and unlink the files (under whatever name they have now)."""

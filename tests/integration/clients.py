@@ -2,8 +2,9 @@
 
 Nothing here keeps state between calls: each helper opens its client, does one job, closes
 it. Consumers always use assign() with explicit partitions and never commit, so no test here
-depends on consumer group state. They stop when every partition reached the end offset the same
-client reported before reading, or fail at a deadline.
+depends on consumer group state. They stop when the client's position in every partition reached
+the end offset the same client reported before reading (a position moves past transaction markers
+and aborted records, which a consumer never returns), or fail at a deadline.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def confluent_consume(
                     raise RuntimeError(f"consumer error: {msg.error()}")
                 _ts_type, ts = msg.timestamp()
                 read.append(ReadRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), ts))
-                next_offset[msg.partition()] = msg.offset() + 1
+            next_offset = {tp.partition: max(tp.offset, 0) for tp in consumer.position(
+                [confluent_kafka.TopicPartition(topic, p) for p in ends])}
         return read
     finally:
         consumer.close()
@@ -146,11 +148,12 @@ def kafka_python_produce(
 
 
 def kafka_python_consume(
-    bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0, **config: object,
+    bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0,
+    isolation_level: str = "read_uncommitted", **config: object,
 ) -> list[ReadRecord]:
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-        **config,
+        isolation_level=isolation_level, **config,
     )
     try:
         tps = [KpTopicPartition(topic, p) for p in partitions]
@@ -166,7 +169,7 @@ def kafka_python_consume(
             for tp, batch in consumer.poll(timeout_ms=500).items():
                 for msg in batch:
                     read.append(ReadRecord(tp.partition, msg.offset, msg.key, msg.value, msg.timestamp))
-                    next_offset[tp.partition] = msg.offset + 1
+            next_offset = {tp.partition: consumer.position(tp) for tp in tps}
         return read
     finally:
         consumer.close()
@@ -174,12 +177,14 @@ def kafka_python_consume(
 
 # ---------------------------------------------------------------- aiokafka
 
-async def _aiokafka_consume(bootstrap: str, topic: str, partitions: list[int], timeout: float) -> list[ReadRecord]:
+async def _aiokafka_consume(bootstrap: str, topic: str, partitions: list[int], timeout: float,
+                            isolation_level: str) -> list[ReadRecord]:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+        isolation_level=isolation_level,
     )
     await consumer.start()
     try:
@@ -197,14 +202,15 @@ async def _aiokafka_consume(bootstrap: str, topic: str, partitions: list[int], t
             for tp, batch in batches.items():
                 for msg in batch:
                     read.append(ReadRecord(tp.partition, msg.offset, msg.key, msg.value, msg.timestamp))
-                    next_offset[tp.partition] = msg.offset + 1
+            next_offset = {tp.partition: await consumer.position(tp) for tp in tps}
         return read
     finally:
         await consumer.stop()
 
 
-def aiokafka_consume(bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0) -> list[ReadRecord]:
-    return asyncio.run(_aiokafka_consume(bootstrap, topic, list(partitions), timeout))
+def aiokafka_consume(bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0,
+                     isolation_level: str = "read_uncommitted") -> list[ReadRecord]:
+    return asyncio.run(_aiokafka_consume(bootstrap, topic, list(partitions), timeout, isolation_level))
 
 
 async def _aiokafka_produce(

@@ -160,11 +160,14 @@ def test_a_consumer_reading_through_a_clean_sees_every_offset_it_should(cleaning
     read: list[tuple[int, bytes, bytes]] = []
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-        half = len(written) // 2
-        while len(read) < half:
+        # Half way by offset, not by count: a clean that runs now leaves fewer records to read.
+        half_way = offsets[len(written) // 2][1]
+        deadline = time.monotonic() + 30
+        while (not read or read[-1][0] < half_way) and time.monotonic() < deadline:
             message = consumer.poll(1)
             if message is not None and message.error() is None:
                 read.append((message.offset(), message.key(), message.value()))
+        assert read and read[-1][0] >= half_way, f"read half way ({half_way}) in 30 s: {read[-1:]}"
         confluent_produce(cleaning_broker.bootstrap, topic, [(b"end", b"." * 30000)], partition=0, **SMALL_BATCHES)
         wait_until(lambda: _cleaned(cleaning_broker, topic), 30, interval=0.1, what="a clean while reading")
         end = offsets[-1][1] + 2

@@ -21,6 +21,7 @@ from protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
     validate_batches,
+    whole_batches,
 )
 
 COMPRESSIONS = [0, 1, 2, 3, 4]
@@ -88,6 +89,31 @@ def test_iter_batches_over_concatenation_stops_at_partial_tail():
     assert [(pos, h.records_count) for pos, h in iter_batches(data)] == [(0, 2), (len(first), 5)]
     assert [pos for pos, _ in iter_batches(data[:-1])] == [0]
     assert list(iter_batches(data[: BATCH_HEADER_SIZE - 1])) == []
+
+
+def test_whole_batches_cuts_a_partial_tail_and_tells_the_next_offset():
+    first, second = build(3), build(2)
+    set_base_offset(first, 0, 10)
+    set_base_offset(second, 0, 13)
+    joined = memoryview(bytes(first + second))
+    for cut in range(len(joined) + 1):
+        records, next_offset = whole_batches(joined[:cut])
+        if cut < len(first):
+            assert (len(records), next_offset) == (0, None)
+        elif cut < len(joined):
+            assert (len(records), next_offset) == (len(first), 13)
+        else:
+            assert (len(records), next_offset) == (len(joined), 15)
+        assert records.obj is joined.obj  # a view, not a copy
+
+
+def test_whole_batches_keeps_an_impossible_length_for_validation_to_refuse():
+    buf = build(1) + build(1)
+    struct.pack_into(">i", buf, len(buf) // 2 + 8, 3)
+    records, next_offset = whole_batches(memoryview(buf))
+    assert (len(records), next_offset) == (len(buf), 1)
+    with pytest.raises(CorruptRecordError):
+        validate_batches(records)
 
 
 def test_iter_batches_rejects_impossible_length():

@@ -26,6 +26,10 @@ def authorized_operations(ctx: BrokerContext, resource_type: ResourceType, name:
     return sum(1 << op for op in operations if ctx.session.allowed(op, resource_type, name))
 
 
+def may_on_transactional_id(ctx: BrokerContext, operation: AclOperation, transactional_id: str) -> bool:
+    return ctx.session.allowed(operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 def from_a_broker(ctx: BrokerContext) -> bool:
     """A request only brokers send (the controller's, a follower's fetch): CLUSTER_ACTION."""
     return ctx.session.allowed_on_cluster(AclOperation.CLUSTER_ACTION)

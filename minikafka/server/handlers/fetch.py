@@ -1,4 +1,6 @@
-"""Fetch: record data of partitions, served from the segment files, with long polling.
+"""Fetch: record data of partitions, served from the segment files, with long polling. A
+read_committed consumer (isolation_level 1, v4+) reads up to the last stable offset and is told
+the aborted transactions in what it got, whose records it drops.
 
 Fetch sessions (KIP-227) are declined by answering session id 0, so every request is a full
 fetch; clients handle that as Kafka specifies.
@@ -16,12 +18,14 @@ from protocol import Request
 from protocol.errors import ErrorCode
 
 API_KEY = 1
+READ_COMMITTED = 1
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     by_id = request.api_version >= 13
     replica_id = body.replica_id if request.api_version <= 14 else body.replica_state.replica_id
+    read_committed = request.api_version >= 4 and body.isolation_level == READ_COMMITTED
     # A follower's fetch needs CLUSTER_ACTION (it is a broker), a consumer's READ on each topic.
     follower_allowed = replica_id < 0 or from_a_broker(ctx)
     wanted: list[FetchRequestPartition] = []
@@ -44,7 +48,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 continue
             slots.append((p.partition, len(wanted)))
             wanted.append(FetchRequestPartition(name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                                p.current_leader_epoch, replica_id))
+                                                p.current_leader_epoch, replica_id, read_committed))
         layout.append((topic, name, slots))
     max_bytes = min(body.max_bytes, ctx.config["fetch.max.bytes"])
     results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes)
@@ -61,9 +65,11 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 "partition_index": index,
                 "error_code": result.error,
                 "high_watermark": result.high_watermark,
-                "last_stable_offset": result.high_watermark,
+                "last_stable_offset": result.last_stable_offset,
                 "log_start_offset": result.log_start_offset,
-                "aborted_transactions": None if result.error else [],
+                "aborted_transactions": None if result.error else [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                    for t in result.aborted_transactions or ()],
                 "preferred_read_replica": -1,
                 "records": result.records if result.records is not None else b"",
             })

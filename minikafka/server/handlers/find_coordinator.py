@@ -1,13 +1,14 @@
-"""FindCoordinator: a group's coordinator is the leader of its __consumer_offsets partition;
-transactions are not served."""
+"""FindCoordinator: a group's coordinator is the leader of its __consumer_offsets partition, a
+transactional id's the leader of its __transaction_state partition; either topic is created on
+its first lookup."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from minikafka.controller.topics import OFFSETS_TOPIC
-from minikafka.security.acl import AclOperation
+from minikafka.controller.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group
 from protocol import Request
@@ -19,12 +20,16 @@ TRANSACTION_KEY_TYPE = 1
 log = logging.getLogger(__name__)
 
 
-async def ensure_offsets_topic(ctx: BrokerContext) -> None:
-    """Create __consumer_offsets on first use, as Kafka does."""
-    if ctx.metadata.topic(OFFSETS_TOPIC) is None:
-        result = await ctx.controller.create_internal_topic(OFFSETS_TOPIC)
+async def ensure_internal_topic(ctx: BrokerContext, topic: str) -> None:
+    """Create __consumer_offsets or __transaction_state on first use, as Kafka does."""
+    if ctx.metadata.topic(topic) is None:
+        result = await ctx.controller.create_internal_topic(topic)
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.error("could not create %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
+            log.error("could not create %s: %s %s", topic, result.error.name, result.message or "")
+
+
+async def ensure_offsets_topic(ctx: BrokerContext) -> None:
+    await ensure_internal_topic(ctx, OFFSETS_TOPIC)
 
 
 def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
@@ -32,18 +37,22 @@ def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
     message: str | None
     if key_type == GROUP_KEY_TYPE and not may_on_group(ctx, AclOperation.DESCRIBE, key):
         error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
-    elif key_type == GROUP_KEY_TYPE:
-        error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's __consumer_offsets partition is unavailable"
-        state = ctx.metadata.partition(OFFSETS_TOPIC, ctx.groups.partition_for(key))
+    elif key_type == TRANSACTION_KEY_TYPE and not ctx.session.allowed(AclOperation.DESCRIBE,
+                                                                      ResourceType.TRANSACTIONAL_ID, key):
+        error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed."
+    elif key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        coordinator = ctx.groups if key_type == GROUP_KEY_TYPE else ctx.txns
+        topic = OFFSETS_TOPIC if key_type == GROUP_KEY_TYPE else TRANSACTION_STATE_TOPIC
+        error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the {topic} partition of {key!r} is unavailable"
+        state = ctx.metadata.partition(topic, coordinator.partition_for(key))
         if state is not None and state.available:
             node = ctx.metadata.broker(state.leader, ctx.listener_name)
         if node is not None:
-            # The leader loads the group now; any other broker answers with the leader's address.
-            error = ErrorCode.NONE if node.broker_id != ctx.broker_id else ctx.groups.partition_error(key)
+            # The leader loads the partition now; any other broker answers with the leader's address.
+            error = ErrorCode.NONE if node.broker_id != ctx.broker_id else (
+                ctx.groups.partition_error(key) if key_type == GROUP_KEY_TYPE else ctx.txns.coordinator_error(key))
             if error == ErrorCode.NONE:
                 message = None
-    elif key_type == TRANSACTION_KEY_TYPE:
-        error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
     if error != ErrorCode.NONE or node is None:
@@ -56,6 +65,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     if body.key_type == GROUP_KEY_TYPE:
         await ensure_offsets_topic(ctx)
+    elif body.key_type == TRANSACTION_KEY_TYPE:
+        await ensure_internal_topic(ctx, TRANSACTION_STATE_TOPIC)
     if request.api_version >= 4:
         return {"throttle_time_ms": 0,
                 "coordinators": [_lookup(key, body.key_type, ctx) for key in body.coordinator_keys]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from minikafka.group.coordinator import CommitEntry
@@ -16,6 +17,16 @@ API_KEY = 8
 # How long a commit waits for the ISR of its __consumer_offsets partition (Kafka's
 # offsets.commit.timeout.ms default).
 COMMIT_TIMEOUT_MS = 5000
+
+
+async def wait_replicated(ctx: BrokerContext, group_id: str, errors: dict[tuple[str, int], ErrorCode],
+                          written: Iterable[tuple[str, int]]) -> None:
+    """Answer the commits written as acks=all: each written partition's error becomes that of
+    waiting for the group's __consumer_offsets partition's ISR."""
+    written = [key for key in written if errors[key] == ErrorCode.NONE]
+    if written:
+        replicated = await ctx.groups.store.replicated(ctx.groups.partition_for(group_id), COMMIT_TIMEOUT_MS)
+        errors.update(dict.fromkeys(written, replicated))
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
@@ -51,12 +62,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
             body.group_id, body.generation_id_or_member_epoch, body.member_id, body.group_instance_id, wanted,
             retention_ms=body.retention_time_ms if 2 <= version <= 4 else -1,
             unknown_group_error=ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION))
-        if any(errors[key] == ErrorCode.NONE for key in wanted):
-            replicated = await ctx.groups.store.replicated(ctx.groups.partition_for(body.group_id),
-                                                           COMMIT_TIMEOUT_MS)
-            for key in wanted:
-                if errors[key] == ErrorCode.NONE:
-                    errors[key] = replicated
+        await wait_replicated(ctx, body.group_id, errors, wanted)
     return {"throttle_time_ms": 0, "topics": [
         {"name": topic.get("name"), "topic_id": topic.get("topic_id"),
          "partitions": [{"partition_index": index, "error_code": errors[(name, index)]} for name, index in slots]}

@@ -1,4 +1,6 @@
-"""OffsetFetch: a group's committed offsets; one group (v1-7) or several (v8+), by topic id from v10."""
+"""OffsetFetch: a group's committed offsets; one group (v1-7) or several (v8+), by topic id from v10.
+With require_stable (v7+, KIP-447), a partition whose offsets an open transaction committed
+answers UNSTABLE_OFFSET_COMMIT until the transaction ends."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ API_KEY = 9
 
 
 def _partition(index: int, committed: Any, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    if isinstance(committed, ErrorCode):
+        committed, error = None, committed
     if committed is None:
         return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
                 "error_code": error}
@@ -21,7 +25,8 @@ def _partition(index: int, committed: Any, error: ErrorCode = ErrorCode.NONE) ->
             "committed_leader_epoch": committed.leader_epoch, "metadata": committed.metadata, "error_code": error}
 
 
-def _fetch_group(group_id: str, topics: Any, by_id: bool, ctx: BrokerContext) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _fetch_group(group_id: str, topics: Any, by_id: bool, require_stable: bool,
+                 ctx: BrokerContext) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """(group error, topics of the response) for one group; `topics` None means every committed one."""
     if not may_on_group(ctx, AclOperation.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, [] if topics is None else [
@@ -57,7 +62,7 @@ def _fetch_group(group_id: str, topics: Any, by_id: bool, ctx: BrokerContext) ->
         resolved.append((topic, topic_name))
         if topic_name is not None:
             wanted += [(topic_name, index) for index in topic.partition_indexes]
-    error, committed = ctx.groups.fetch_offsets(group_id, wanted)
+    error, committed = ctx.groups.fetch_offsets(group_id, wanted, require_stable)
     result = []
     for topic, topic_name in resolved:
         if topic_name is None:
@@ -79,10 +84,10 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     if version >= 8:
         groups = []
         for group in body.groups:
-            error, topics = _fetch_group(group.group_id, group.topics, version >= 10, ctx)
+            error, topics = _fetch_group(group.group_id, group.topics, version >= 10, body.require_stable, ctx)
             groups.append({"group_id": group.group_id, "topics": [] if error else topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _fetch_group(body.group_id, body.topics, False, ctx)
+    error, topics = _fetch_group(body.group_id, body.topics, False, version >= 7 and body.require_stable, ctx)
     if error != ErrorCode.NONE and version < 2:
         # v1 has no request-level error: every partition carries it.
         for topic in topics:

@@ -1,4 +1,6 @@
-"""Produce: append record batches to partitions this broker leads."""
+"""Produce: append record batches to partitions this broker leads. A transactional producer's
+first batch in a partition is appended once its coordinator confirms the partition is in the
+producer's transaction (KIP-890)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from minikafka.replica.replica_manager import ProduceResult, now_ms
-from minikafka.security.acl import AclOperation
+from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
 from protocol import Request
@@ -27,6 +29,21 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     replicating: list[Awaitable[None]] = []
     layout: list[tuple[Any, list[tuple[int, ProduceResult]]]] = []
     names: list[str | None] = []
+    # (producer id, epoch) -> the partitions whose batch opens that producer's transaction here:
+    # (topic, index, records, the slot of its result)
+    to_verify: dict[tuple[int, int], list[tuple[str, int, Any, list[tuple[int, ProduceResult]], int]]] = {}
+
+    def append(name: str, index: int, records: Any, verified: tuple[int, object] | None = None) -> ProduceResult:
+        result = ctx.replica_manager.append(name, index, records, now, acks=acks, verified=verified)
+        if result.error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            log.info("produce to %s-%d refused: %s %s", name, index, result.error.name, result.error_message or "")
+        elif result.error == ErrorCode.NONE and acks == -1:
+            replicating.append(ctx.replica_manager.wait_for_replication(name, index, result, body.timeout_ms))
+        return result
+
+    # A transactional producer needs WRITE on its transactional id, as in Kafka.
+    transactional_denied = body.transactional_id is not None and not ctx.session.allowed(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
     for topic_data in body.topic_data:
         name = await _topic_name(topic_data, by_id, ctx)
         names.append(name)
@@ -35,23 +52,32 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
         for data in topic_data.partition_data:
             if acks not in (-1, 0, 1):
                 result = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+            elif transactional_denied:
+                result = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             elif name is not None and not writable:
                 result = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif body.transactional_id is not None:
-                result = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                       error_message="transactions are not supported")
             elif name is None:
                 result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif body.transactional_id is not None and (
+                    producer := ctx.txn_verifier.unverified(name, data.index, data.records)) is not None:
+                to_verify.setdefault(producer, []).append((name, data.index, data.records, partitions, len(partitions)))
+                result = ProduceResult()  # until verified
             else:
-                result = ctx.replica_manager.append(name, data.index, data.records, now, acks=acks)
-                if result.error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                    log.info("produce to %s-%d refused: %s %s", name, data.index, result.error.name,
-                             result.error_message or "")
-                elif result.error == ErrorCode.NONE and acks == -1:
-                    replicating.append(ctx.replica_manager.wait_for_replication(name, data.index, result,
-                                                                                body.timeout_ms))
+                result = append(name, data.index, data.records)
             partitions.append((data.index, result))
         layout.append((topic_data, partitions))
+    for (producer_id, epoch), waiting in to_verify.items():
+        verdicts = await ctx.txn_verifier.verify(body.transactional_id, producer_id, epoch,
+                                                 [(name, index) for name, index, *_ in waiting])
+        for name, index, records, slots, slot in waiting:
+            error, token = verdicts[(name, index)]
+            if error == ErrorCode.NONE:
+                slots[slot] = (index, append(name, index, records, (producer_id, token)))
+                continue
+            log.info("transactional produce to %s-%d refused by its verification: %s", name, index, error.name)
+            slots[slot] = (index, ProduceResult(error, error_message=(
+                f"{name}-{index} is not part of the producer's ongoing transaction"
+                if error == ErrorCode.INVALID_TXN_STATE else None)))
     if replicating:
         await asyncio.gather(*replicating)
     if acks == 0:

@@ -6,9 +6,11 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 
+from minikafka.coordinator_topic import LoggedRecord, TxnProducer
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest
 from minikafka.group.schemas import CONSUMER_SUBSCRIPTION
 from protocol.errors import ErrorCode
+from protocol.record_codec import ControlMarker
 
 KeyValue = tuple[bytes, bytes | None]
 START_MS = 1_700_000_000_000
@@ -62,7 +64,7 @@ class MemoryStore:
     def __init__(self, partition_count: int = 4) -> None:
         self.partition_count = partition_count
         self.exists = True
-        self.records: dict[int, list[KeyValue]] = {p: [] for p in range(partition_count)}
+        self.records: dict[int, list[LoggedRecord]] = {p: [] for p in range(partition_count)}
         self.fail_with: ErrorCode | None = None
         self.offline: set[int] = set()
 
@@ -72,13 +74,19 @@ class MemoryStore:
     def status(self, partition: int) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if partition in self.offline else ErrorCode.NONE
 
-    def append(self, partition: int, records: Sequence[KeyValue]) -> ErrorCode:
+    def append(self, partition: int, records: Sequence[KeyValue], txn: TxnProducer | None = None) -> ErrorCode:
         if self.fail_with is not None:
             return self.fail_with
-        self.records[partition].extend(records)
+        self.records[partition].extend(
+            LoggedRecord(key, value) if txn is None else LoggedRecord(key, value, txn.producer_id, True)
+            for key, value in records)
         return ErrorCode.NONE
 
-    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+    def write_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker, as WriteTxnMarkers appends it."""
+        self.records[partition].append(LoggedRecord(None, None, producer_id, True, ControlMarker(not committed, 0)))
+
+    def read(self, partition: int) -> Iterator[LoggedRecord]:
         yield from list(self.records[partition])
 
 

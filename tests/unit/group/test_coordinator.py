@@ -7,6 +7,7 @@ import dataclasses
 import threading
 from typing import Any
 
+from minikafka.coordinator_topic import TxnProducer
 from minikafka.group.coordinator import (
     CommitEntry,
     CoordinatorConfig,
@@ -390,7 +391,7 @@ async def test_unknown_topic_deletion_forgets_offsets() -> None:
 def test_store_contract_is_met_by_the_memory_store() -> None:
     store = MemoryStore()
     assert store.append(0, [(b"k", b"v"), (b"k", None)]) == E.NONE
-    assert list(store.read(0)) == [(b"k", b"v"), (b"k", None)]
+    assert [(r.key, r.value) for r in store.read(0)] == [(b"k", b"v"), (b"k", None)]
     assert ManualScheduler().now_ms() > 0
 
 
@@ -407,3 +408,26 @@ async def test_log_dir_failures_reported_from_another_thread_reach_the_loop() ->
     scheduler.call_soon_threadsafe(unloaded.set)  # queued after the coordinator's own work
     await asyncio.wait_for(unloaded.wait(), 5)
     assert "g" not in coordinator.groups
+
+
+async def test_a_transactional_commit_with_group_metadata_is_checked_like_a_members_commit() -> None:
+    # KIP-447: a producer that sends the consumer's group metadata is fenced by a rebalance.
+    coordinator, store, scheduler = make_coordinator()
+    (leader,) = await _stable_group(coordinator, scheduler, 1)
+    member, generation = leader["member_id"], leader["generation_id"]
+    txn = TxnProducer(4000, 0)
+    entry = {("t", 0): CommitEntry(7, -1, "")}
+    assert coordinator.commit_offsets("g", generation + 1, member, None, entry, txn=txn) == {
+        ("t", 0): E.ILLEGAL_GENERATION}
+    assert coordinator.commit_offsets("g", generation, "someone-else", None, entry, txn=txn) == {
+        ("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert coordinator.commit_offsets("g", generation, member, None, entry, txn=txn) == {("t", 0): E.NONE}
+    assert coordinator.commit_offsets("g", -1, "", None, {("t", 1): CommitEntry(3, -1, "")}, txn=txn) == {
+        ("t", 1): E.NONE}, "a producer without the group's metadata commits to a group with members"
+    assert coordinator.fetch_offsets("g", [("t", 0)]) == (E.NONE, {("t", 0): None})
+    partition = coordinator.partition_for("g")
+    store.write_marker(partition, txn.producer_id, committed=True)
+    coordinator.complete_txn(partition, txn.producer_id, committed=True)
+    assert {tp: om.offset for tp, om in coordinator.fetch_offsets("g", None)[1].items()} == {("t", 0): 7, ("t", 1): 3}
+    reloaded, _, _ = make_coordinator(store)
+    assert {tp: om.offset for tp, om in reloaded.fetch_offsets("g", None)[1].items()} == {("t", 0): 7, ("t", 1): 3}

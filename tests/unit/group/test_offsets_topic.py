@@ -1,6 +1,7 @@
 """The coordinator over the real __consumer_offsets: storage, replica and controller layers on
 temporary dirs, no sockets. Kafka's record format (kafka-python reads it), reload after a
-restart, and a reload from the partition as the log cleaner compacts it."""
+restart, a reload from the partition as the log cleaner compacts it, and transactional offset
+commits (TxnOffsetCommit) that count once their transaction's marker commits them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from kafka.record.default_records import DefaultRecordBatch
 from minikafka.config import BrokerConfig
 from minikafka.controller.embedded import INTERNAL_TOPICS, OFFSETS_TOPIC, EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
+from minikafka.coordinator_topic import CoordinatorTopic, TxnProducer
 from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
-from minikafka.group.offsets_topic import OffsetsTopic
 from minikafka.group.schemas import GroupKey, OffsetKey, decode_key, decode_offset_value
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.cleaner import CleanerConfig, LogCleaner
@@ -22,6 +23,7 @@ from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
 from minikafka.topic_config import log_config_for
 from protocol.errors import ErrorCode
+from protocol.record_codec import ControlMarker
 from protocol.records import iter_batches
 
 from .helpers import ManualScheduler, join_request
@@ -47,7 +49,7 @@ class Stack:
         self.replica_manager.internal_topics = INTERNAL_TOPICS
         self.controller = EmbeddedController(self.config, self.store, self.replica_manager)
         self.controller.startup()
-        self.topic = OffsetsTopic(self.replica_manager, self.controller.metadata, PARTITIONS)
+        self.topic = CoordinatorTopic(self.replica_manager, self.controller.metadata, OFFSETS_TOPIC, PARTITIONS)
         self.scheduler = ManualScheduler()
         self.coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), self.topic, self.scheduler)
         self.coordinator.load()
@@ -153,7 +155,59 @@ async def test_the_cleaner_bounds_the_topic_and_a_reload_reads_the_compacted_log
         got = stack.coordinator.fetch_offsets("busy", None)[1]
         assert {tp: om.offset for tp, om in got.items()} == {("t", p): 2980 + p for p in range(20)}
         assert "gone" not in stack.coordinator.groups
-        keys = [decode_key(k) for k, _ in stack.topic.read(partition)]
+        keys = [decode_key(r.key or b"") for r in stack.topic.read(partition)]
         assert all(isinstance(k, OffsetKey | GroupKey) for k in keys) and len(keys) < 300
+    finally:
+        stack.close()
+
+
+def _txn_commit(stack: Stack, group: str, producer: TxnProducer, offsets: dict[tuple[str, int], int]) -> dict:
+    entries = {tp: CommitEntry(offset, -1, "") for tp, offset in offsets.items()}
+    return stack.coordinator.commit_offsets(group, -1, "", None, entries, txn=producer)
+
+
+def _end_txn(stack: Stack, group: str, producer: TxnProducer, committed: bool) -> None:
+    """What WriteTxnMarkers does at the group's partition: the marker, then the coordinator told."""
+    partition = stack.coordinator.partition_for(group)
+    written = stack.replica_manager.append_marker(OFFSETS_TOPIC, partition, producer.producer_id,
+                                                  producer.producer_epoch, ControlMarker(not committed, 0), 0)
+    assert written.error == ErrorCode.NONE
+    stack.coordinator.complete_txn(partition, producer.producer_id, committed)
+
+
+def _offsets(stack: Stack, group: str) -> dict[tuple[str, int], int]:
+    return {tp: om.offset for tp, om in stack.coordinator.fetch_offsets(group, None)[1].items()}
+
+
+async def test_transactional_offsets_count_once_committed_and_survive_a_restart_in_between(tmp_path: Path) -> None:
+    committer, aborter, open_one = TxnProducer(7000, 0), TxnProducer(7001, 0), TxnProducer(7002, 0)
+    stack = Stack(tmp_path)
+    try:
+        assert stack.partition_error("g") == ErrorCode.NONE
+        _commit(stack, "g", {("t", 0): 5})
+        assert set(_txn_commit(stack, "g", committer, {("t", 0): 10, ("t", 1): 11}).values()) == {ErrorCode.NONE}
+        assert _offsets(stack, "g") == {("t", 0): 5}, "not before its transaction commits"
+        assert stack.coordinator.fetch_offsets("g", [("t", 0), ("t", 2)], require_stable=True)[1] == {
+            ("t", 0): ErrorCode.UNSTABLE_OFFSET_COMMIT, ("t", 2): None}
+        _end_txn(stack, "g", committer, committed=True)
+        assert _offsets(stack, "g") == {("t", 0): 10, ("t", 1): 11}
+        _txn_commit(stack, "g", aborter, {("t", 0): 99})
+        _end_txn(stack, "g", aborter, committed=False)
+        assert _offsets(stack, "g") == {("t", 0): 10, ("t", 1): 11}, "an aborted transaction commits nothing"
+        assert set(_txn_commit(stack, "g", TxnProducer(7001, 0), {("t", 3): 1}).values()) == {ErrorCode.NONE}
+        _end_txn(stack, "g", TxnProducer(7001, 1), committed=False)  # a coordinator fences 7001 with epoch 1
+        assert set(_txn_commit(stack, "g", TxnProducer(7001, 0), {("t", 3): 2}).values()) == {
+            ErrorCode.INVALID_PRODUCER_EPOCH}, "a fenced producer commits nothing"
+        _txn_commit(stack, "g", open_one, {("t", 2): 20})
+    finally:
+        stack.close()
+
+    stack = Stack(tmp_path)
+    try:
+        assert _offsets(stack, "g") == {("t", 0): 10, ("t", 1): 11}, "replayed: committed in, aborted out"
+        assert stack.coordinator.fetch_offsets("g", [("t", 2)], require_stable=True)[1] == {
+            ("t", 2): ErrorCode.UNSTABLE_OFFSET_COMMIT}, "the open transaction's offsets are still pending"
+        _end_txn(stack, "g", open_one, committed=True)
+        assert _offsets(stack, "g") == {("t", 0): 10, ("t", 1): 11, ("t", 2): 20}
     finally:
         stack.close()

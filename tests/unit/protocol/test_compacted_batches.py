@@ -1,12 +1,19 @@
-"""What a log cleaner reads of a batch (record_spans) and writes back (batch_with_records),
-checked with kafka-python's v2 batch builder and reader as the oracle."""
+"""What a log cleaner reads of a batch (record_spans) and writes back (batch_with_records), and
+transaction markers, checked with kafka-python's v2 batch builder and reader as the oracle."""
 
 from __future__ import annotations
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol.record_codec import batch_with_records, decompress, record_spans
+from protocol.record_codec import (
+    ControlMarker,
+    batch_with_records,
+    decode_control_marker,
+    decompress,
+    encode_control_batch,
+    record_spans,
+)
 from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError, parse_batch_header, validate_batches
 
 CODECS = [0, 1, 2, 3, 4]
@@ -106,3 +113,16 @@ def test_a_section_that_does_not_hold_its_records_is_corrupt() -> None:
         record_spans(section[:-3], header)
     with pytest.raises(CorruptRecordError):
         record_spans(section + b"\x00", header)
+
+
+def test_a_transaction_marker_reads_as_kafka_python_reads_control_batches() -> None:
+    for marker in (ControlMarker(aborted=True, coordinator_epoch=7), ControlMarker(False, 0)):
+        data = encode_control_batch(marker, 42, 3, 1_700_000_000_000, base_offset=9)
+        (_, header), = validate_batches(data)
+        assert header.is_control and header.is_transactional
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, -1)
+        oracle = DefaultRecordBatch(data)
+        assert oracle.validate_crc() and oracle.is_control_batch and oracle.is_transactional
+        (record,) = list(oracle)
+        assert record.key == (b"\x00\x00\x00\x00" if marker.aborted else b"\x00\x00\x00\x01")
+        assert decode_control_marker(data, 0, header) == marker

@@ -94,3 +94,34 @@ def test_frames_before_a_bad_prefix_are_not_lost_whatever_the_split(bad_prefix: 
 def test_negative_maximum_is_refused() -> None:
     with pytest.raises(ValueError):
         FrameDecoder(-1)
+
+
+@pytest.mark.parametrize("capacity", [1, 5, 16, 1 << 16])
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_read_into_the_decoder_as_a_socket_does(capacity: int, chunk: int) -> None:
+    decoder = FrameDecoder(4096, capacity=capacity)
+    frames: list[bytes] = []
+    views = []  # a socket read may still hold the view it wrote into when the next one is asked for
+    pos = 0
+    while pos < len(STREAM):
+        room = decoder.writable()
+        views.append(room)
+        count = min(len(room), chunk, len(STREAM) - pos)
+        room[:count] = STREAM[pos:pos + count]
+        frames += decoder.wrote(count)
+        pos += count
+    assert frames == PAYLOADS and decoder.buffered == 0
+
+
+def test_the_buffer_is_reused_from_one_read_to_the_next() -> None:
+    decoder = FrameDecoder(4096, capacity=1024)
+    first = decoder.writable()
+    first[:len(STREAM)] = STREAM
+    assert decoder.wrote(len(STREAM)) == PAYLOADS
+    assert decoder.writable().obj is first.obj
+
+
+def test_a_large_frame_does_not_keep_its_memory() -> None:
+    decoder = FrameDecoder(1 << 20, capacity=1024)
+    assert decoder.feed(frame(bytes(100_000))) == [bytes(100_000)]
+    assert len(decoder.writable()) == 1024

@@ -124,7 +124,11 @@ def _json_default(field: dict[str, Any]) -> Any:
     return raw
 
 
-def _compare_fields(ours: tuple[Field, ...], theirs: list[dict[str, Any]], path: str) -> None:
+def _compare_fields(ours: tuple[Field, ...], theirs: list[dict[str, Any]], path: str,
+                    common: dict[str, list[dict[str, Any]]] | None = None) -> None:
+    """``common``: the definition's commonStructs, {struct name: its fields}, which a field of
+    type ``[]Name`` without fields of its own refers to."""
+    common = common or {}
     assert [f.name for f in ours] == [_snake(f["name"]) for f in theirs], path
     for mine, kafka in zip(ours, theirs, strict=True):
         where = f"{path}.{mine.name}"
@@ -134,7 +138,8 @@ def _compare_fields(ours: tuple[Field, ...], theirs: list[dict[str, Any]], path:
         assert mine.tag == kafka.get("tag"), where
         assert parse_versions(mine.tagged_versions) == parse_versions(kafka.get("taggedVersions")), where
         assert mine.default == _json_default(kafka), where
-        _compare_fields(mine.fields, kafka.get("fields", []), where)
+        nested = kafka.get("fields") or common.get(kafka["type"].removeprefix("[]"), [])
+        _compare_fields(mine.fields, nested, where, common)
 
 
 @pytest.mark.parametrize("api", [api for api in all_apis() if api.key not in HAND_CHECKED], ids=lambda api: api.name)
@@ -147,7 +152,8 @@ def test_declarations_match_kafka_message_definitions(api: ApiDefinition) -> Non
         valid = VERSION_RANGE_EXCEPTIONS.get(api.name, kafka["validVersions"])
         assert parse_versions(valid) == parse_versions(api.versions)
         assert parse_versions(kafka["flexibleVersions"]) == parse_versions(api.flexible)
-        _compare_fields(tuple(fields), kafka["fields"], api.name + kind)
+        common = {struct["name"]: struct["fields"] for struct in kafka.get("commonStructs", [])}
+        _compare_fields(tuple(fields), kafka["fields"], api.name + kind, common)
 
 
 def test_supported_apis_table() -> None:
@@ -188,6 +194,13 @@ def test_supported_apis_table() -> None:
         45: ("AlterPartitionReassignments", 0, 1, 0),
         46: ("ListPartitionReassignments", 0, 0, 0),
         73: ("AssignReplicasToDirs", 0, 0, 0),
+        24: ("AddPartitionsToTxn", 0, 5, 3),
+        25: ("AddOffsetsToTxn", 0, 4, 3),
+        26: ("EndTxn", 0, 5, 3),
+        27: ("WriteTxnMarkers", 1, 2, 1),
+        28: ("TxnOffsetCommit", 0, 5, 3),
+        65: ("DescribeTransactions", 0, 0, 0),
+        66: ("ListTransactions", 0, 2, 0),
         17: ("SaslHandshake", 0, 1, None),
         36: ("SaslAuthenticate", 0, 2, 2),
         29: ("DescribeAcls", 1, 3, 2),

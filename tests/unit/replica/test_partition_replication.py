@@ -5,16 +5,13 @@ the controller's elections pick leaders as Kafka does."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 
 from minikafka.controller import elections
 from minikafka.replica.replica_manager import IsrProposal, Partition, Role
-from minikafka.storage.dir_io import DirGuard
-from minikafka.storage.failure_channel import LogDirFailureChannel
-from minikafka.storage.log import Log, LogConfig
+from tests.unit.replica.helpers import leader_partition, recorded_proposals
 from tests.unit.storage.helpers import make_batch
 
 ME, F1, F2 = 1, 2, 3
@@ -23,11 +20,7 @@ LAG_MS = 30_000
 
 @pytest.fixture
 def leader(tmp_path: Path) -> Partition:
-    log_dir = str(tmp_path)
-    log = Log.create(log_dir, "t", 0, uuid.uuid4(), LogConfig(), DirGuard(log_dir, LogDirFailureChannel()))
-    partition = Partition("t", 0, log.topic_id, 0, log, ME)
-    partition.make_leader(5, (ME, F1, F2), (ME, F1, F2), partition_epoch=7, now=0)
-    return partition
+    return leader_partition(tmp_path, ME, (ME, F1, F2), (ME, F1, F2))
 
 
 def test_the_high_watermark_is_the_smallest_log_end_of_the_isr(leader: Partition) -> None:
@@ -42,15 +35,8 @@ def test_the_high_watermark_is_the_smallest_log_end_of_the_isr(leader: Partition
     assert leader.log.high_watermark == 10
 
 
-def _proposals(partition: Partition) -> list[IsrProposal]:
-    """Record the partition's ISR proposals instead of writing them anywhere."""
-    proposals: list[IsrProposal] = []
-    partition.propose_isr = lambda _partition, proposal: proposals.append(proposal)
-    return proposals
-
-
 def test_a_lagging_follower_leaves_the_isr_only_once_the_change_is_committed(leader: Partition) -> None:
-    proposals = _proposals(leader)
+    proposals = recorded_proposals(leader)
     leader.append(make_batch(10), now=0)
     leader.update_follower(F1, 10, now=1)
     leader.update_follower(F2, 2, now=1)
@@ -66,7 +52,7 @@ def test_a_lagging_follower_leaves_the_isr_only_once_the_change_is_committed(lea
 
 
 def test_a_refused_isr_change_changes_nothing(leader: Partition) -> None:
-    proposals = _proposals(leader)
+    proposals = recorded_proposals(leader)
     leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
     assert [p.isr for p in proposals] == [(ME,)]
     leader.isr_refused(proposals[0])  # the controller changed the partition meanwhile
@@ -78,7 +64,7 @@ def _shrunk_to(leader: Partition, isr: tuple[int, ...], partition_epoch: int) ->
 
 
 def test_a_follower_rejoins_the_isr_when_caught_up_to_the_high_watermark(leader: Partition) -> None:
-    proposals = _proposals(leader)
+    proposals = recorded_proposals(leader)
     _shrunk_to(leader, (ME, F1), 8)
     leader.append(make_batch(10), now=1)
     leader.update_follower(F1, 10, now=2)
@@ -90,7 +76,7 @@ def test_a_follower_rejoins_the_isr_when_caught_up_to_the_high_watermark(leader:
 
 def test_while_a_replica_joins_the_high_watermark_waits_for_it_too(leader: Partition) -> None:
     # Once the write lands the controller may elect it: it must hold what was acknowledged.
-    proposals = _proposals(leader)
+    proposals = recorded_proposals(leader)
     _shrunk_to(leader, (ME, F1), 8)
     leader.append(make_batch(10), now=1)
     leader.update_follower(F1, 10, now=2)
@@ -106,7 +92,7 @@ def test_while_a_replica_joins_the_high_watermark_waits_for_it_too(leader: Parti
 
 
 def test_a_proposal_overtaken_by_the_controllers_news_changes_nothing(leader: Partition) -> None:
-    proposals = _proposals(leader)
+    proposals = recorded_proposals(leader)
     leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
     # The controller's newer state arrives before the answer to the write: it already holds
     # whatever the write did, and a later proposal is not cleared by the old answer.
@@ -121,7 +107,7 @@ def test_a_proposal_overtaken_by_the_controllers_news_changes_nothing(leader: Pa
 def test_a_refused_proposal_takes_the_isr_recorded_for_its_own_leadership(leader: Partition) -> None:
     # The controller dropped F2 from the ISR (same leader epoch, a new version) and its news did
     # not come: the leader's next proposal starts from what is recorded instead of failing for ever.
-    proposals = _proposals(leader)
+    proposals = recorded_proposals(leader)
     leader.append(make_batch(10), now=1)
     leader.update_follower(F1, 10, now=2)
     leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)

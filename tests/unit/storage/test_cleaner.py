@@ -18,6 +18,7 @@ from minikafka.storage.errors import InvalidRecordError
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import Log, LogConfig
 from minikafka.storage.log_manager import LogManager
+from protocol.record_codec import ControlMarker
 from tests.unit.storage.helpers import decode_batches, read_all
 
 TOPIC_ID = uuid.UUID(int=0xC0FFEE)
@@ -27,9 +28,9 @@ COMPACT = LogConfig(cleanup_policy=("compact",), segment_bytes=250, min_cleanabl
 
 
 def keyed(records: list[tuple[bytes | None, bytes | None]], *, timestamp: int = NOW, compression: int = 0,
-          producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+          producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False) -> bytes:
     builder = MemoryRecordsBuilder(2, compression, 1 << 20, producer_id=producer_id, producer_epoch=producer_epoch,
-                                   base_sequence=base_sequence)
+                                   base_sequence=base_sequence, transactional=transactional)
     for i, (key, value) in enumerate(records):
         builder.append(timestamp + i, key, value)
     builder.close()
@@ -320,3 +321,17 @@ async def test_the_cleaner_runs_on_its_own_every_backoff(manager, cleaner) -> No
             break
         await asyncio.sleep(0.01)
     assert log.clean_until == log.segments[-1].base_offset
+
+
+async def test_an_aborted_transaction_never_hides_a_committed_value_and_is_not_kept(manager, cleaner) -> None:
+    log = compacted_log(manager)
+    append(log, [(b"k", b"committed")])
+    log.append_as_leader(keyed([(b"k", b"aborted"), (b"j", b"aborted")], producer_id=5, producer_epoch=0,
+                               base_sequence=0, transactional=True), 0, NOW)
+    log.append_marker(5, 0, ControlMarker(aborted=True, coordinator_epoch=0), 0, NOW)
+    fill(log, 5)
+    log.high_watermark = log.log_end_offset
+    await clean(cleaner)
+    values = {(k, v) for _, k, v in contents(log)}
+    assert (b"k", b"committed") in values and not {v for _, _, v in contents(log)} & {b"aborted"}
+    assert log.aborted_transactions(0, log.log_end_offset), "the cleaned segment still indexes the abort"

@@ -1,0 +1,252 @@
+"""Transactions (KIP-98) on a real broker with real clients: what a transaction commits is seen by
+read_committed consumers of confluent-kafka, kafka-python and aiokafka, what it aborts never is;
+a read_committed consumer stops at a transaction still open; a new instance of a transactional id
+fences the old one and aborts its transaction; consume-transform-produce commits the consumer's
+offsets with the output; a transaction left open is aborted at its timeout; a partition not in
+the transaction refuses its batch (KIP-890); the admin APIs describe and list transactions."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import confluent_kafka
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.errors import KafkaError
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from protocol.errors import ErrorCode
+from protocol.record_codec import NewRecord, encode_batch
+from tests.integration.broker_process import BrokerProcess, wait_until
+from tests.integration.clients import (
+    aiokafka_consume,
+    confluent_consume,
+    confluent_produce,
+    create_topic,
+    kafka_python_consume,
+)
+
+pytestmark = pytest.mark.integration
+
+# The coordinator looks for transactions past their timeout every 200 ms.
+TXN_BROKER = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+              "group.initial.rebalance.delay.ms": "0"}
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory):
+    broker = BrokerProcess(tmp_path_factory.mktemp("txn"), overrides=TXN_BROKER)
+    try:
+        yield broker.start()
+    finally:
+        broker.close()
+
+
+def _producer(broker: BrokerProcess, transactional_id: str, **config: Any) -> confluent_kafka.Producer:
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id,
+                                         "linger.ms": 1, **config})
+    producer.init_transactions(30)
+    return producer
+
+
+def _in_txn(producer: confluent_kafka.Producer, topic: str, values: list[bytes], partitions: int) -> None:
+    producer.begin_transaction()
+    for i, value in enumerate(values):
+        producer.produce(topic, key=b"k%d" % i, value=value, partition=i % partitions)
+    producer.flush(30)
+
+
+def _committed(broker: BrokerProcess, topic: str, partitions: int, client: str = "confluent") -> list[bytes]:
+    wanted = range(partitions)
+    if client == "confluent":
+        read = confluent_consume(broker.bootstrap, topic, wanted, isolation_level="read_committed")
+    elif client == "kafka-python":
+        read = kafka_python_consume(broker.bootstrap, topic, wanted, isolation_level="read_committed")
+    else:
+        read = aiokafka_consume(broker.bootstrap, topic, wanted, isolation_level="read_committed")
+    return sorted(r.value or b"" for r in read)
+
+
+def _values(prefix: bytes, count: int) -> list[bytes]:
+    return [b"%s-%d" % (prefix, i) for i in range(count)]
+
+
+def test_committed_records_are_read_aborted_ones_never_by_every_client(txn_broker: BrokerProcess) -> None:
+    topic = "txn-commit-abort"
+    create_topic(txn_broker.bootstrap, topic, 3)
+    producer = _producer(txn_broker, "commit-abort")
+    _in_txn(producer, topic, _values(b"first", 30), 3)
+    producer.commit_transaction(30)
+    _in_txn(producer, topic, _values(b"aborted", 30), 3)
+    producer.abort_transaction(30)
+    _in_txn(producer, topic, _values(b"second", 9), 3)
+    producer.commit_transaction(30)
+    expected = sorted(_values(b"first", 30) + _values(b"second", 9))
+    for client in ("confluent", "kafka-python", "aiokafka"):
+        assert _committed(txn_broker, topic, 3, client) == expected, client
+    everything = confluent_consume(txn_broker.bootstrap, topic, range(3), isolation_level="read_uncommitted")
+    assert len(everything) == 69, "read_uncommitted also returns the aborted records"
+
+
+def test_a_kafka_python_transactional_producer_commits_and_aborts(txn_broker: BrokerProcess) -> None:
+    topic = "txn-kafka-python"
+    create_topic(txn_broker.bootstrap, topic, 1)
+    producer = KafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id="kafka-python-txn")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for value in _values(b"kept", 5):
+            producer.send(topic, key=b"k", value=value)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, key=b"k", value=b"dropped")
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+    assert _committed(txn_broker, topic, 1, "aiokafka") == _values(b"kept", 5)
+
+
+def test_read_committed_stops_at_an_open_transaction(txn_broker: BrokerProcess) -> None:
+    topic = "txn-open"
+    create_topic(txn_broker.bootstrap, topic, 1)
+    confluent_produce(txn_broker.bootstrap, topic, [(b"k", b"before")], partition=0)
+    producer = _producer(txn_broker, "stays-open")
+    _in_txn(producer, topic, _values(b"open", 3), 1)
+    confluent_produce(txn_broker.bootstrap, topic, [(b"k", b"after")], partition=0)  # not transactional
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": "unused",
+                                         "isolation.level": "read_committed"})
+    try:
+        _, last_stable = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+    assert last_stable == 1, "read_committed's latest offset is where the open transaction starts"
+    assert _committed(txn_broker, topic, 1) == [b"before"], "nothing at or past the open transaction"
+    assert len(confluent_consume(txn_broker.bootstrap, topic, [0], isolation_level="read_uncommitted")) == 5, \
+        "read_uncommitted reads on"
+    producer.commit_transaction(30)
+    assert _committed(txn_broker, topic, 1) == sorted([b"before", b"after", *_values(b"open", 3)])
+
+
+def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(txn_broker: BrokerProcess) -> None:
+    topic = "txn-zombie"
+    create_topic(txn_broker.bootstrap, topic, 2)
+    zombie = _producer(txn_broker, "fenced-id")
+    _in_txn(zombie, topic, _values(b"zombie", 4), 2)
+    successor = _producer(txn_broker, "fenced-id")  # waits for the zombie's transaction to be aborted
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        zombie.commit_transaction(30)
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError._FENCED, refused.value
+    _in_txn(successor, topic, _values(b"successor", 4), 2)
+    successor.commit_transaction(30)
+    assert _committed(txn_broker, topic, 2) == _values(b"successor", 4)
+
+
+def test_consume_transform_produce_commits_the_offsets_with_the_output(txn_broker: BrokerProcess) -> None:
+    source, sink, group = "txn-source", "txn-sink", "transformers"
+    create_topic(txn_broker.bootstrap, source, 1)
+    create_topic(txn_broker.bootstrap, sink, 1)
+    confluent_produce(txn_broker.bootstrap, source, [(None, b"in-%d" % i) for i in range(10)], partition=0)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group,
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                         "isolation.level": "read_committed"})
+    producer = _producer(txn_broker, "transformer")
+    try:
+        consumer.subscribe([source])
+        for commit, count in ((True, 6), (False, 4)):
+            producer.begin_transaction()
+            taken = 0
+            while taken < count:
+                message = consumer.poll(1)
+                if message is None or message.error() is not None:
+                    continue
+                producer.produce(sink, value=(message.value() or b"").replace(b"in", b"out"), partition=0)
+                taken += 1
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+        (committed,) = consumer.committed([confluent_kafka.TopicPartition(source, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed.offset == 6, "the aborted transaction's offsets were not committed"
+    assert _committed(txn_broker, sink, 1) == sorted(b"out-%d" % i for i in range(6))
+
+
+def test_a_transaction_left_open_is_aborted_at_its_timeout(txn_broker: BrokerProcess) -> None:
+    topic = "txn-timeout"
+    create_topic(txn_broker.bootstrap, topic, 1)
+    producer = _producer(txn_broker, "forgetful", **{"transaction.timeout.ms": 1500})
+    _in_txn(producer, topic, _values(b"forgotten", 3), 1)
+    admin = KafkaAdminClient(bootstrap_servers=txn_broker.bootstrap)
+    try:
+        assert admin.describe_transactions(["forgetful"])["forgetful"].state.value == "Ongoing"
+        wait_until(lambda: admin.describe_transactions(["forgetful"])["forgetful"].state.value == "CompleteAbort",
+                   30, interval=0.2, what="the coordinator aborting the transaction at its timeout")
+    finally:
+        admin.close()
+    confluent_produce(txn_broker.bootstrap, topic, [(b"k", b"later")], partition=0)
+    assert _committed(txn_broker, topic, 1) == [b"later"], "the aborted records stay hidden, the rest reads on"
+    with pytest.raises(confluent_kafka.KafkaException):
+        producer.commit_transaction(10)
+
+
+def test_a_batch_for_a_partition_not_in_the_transaction_is_refused(txn_broker: BrokerProcess) -> None:
+    # KIP-890: a leader asks the coordinator before a transaction's first batch in a partition.
+    topic = "txn-unverified"
+    create_topic(txn_broker.bootstrap, topic, 2)
+    producer = _producer(txn_broker, "sneaky")
+    _in_txn(producer, topic, [b"added"], 1)  # the transaction has partition 0 only
+    described = _describe(txn_broker, "sneaky")
+    records = encode_batch([NewRecord(b"k", b"not-added")], 0, producer_id=described.producer_id,
+                           producer_epoch=described.producer_epoch, base_sequence=0, transactional=True)
+    request = ProduceRequest(transactional_id="sneaky", acks=-1, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=1, records=records)])])
+    with txn_broker.wire() as wire:
+        response = wire.request(request, 8, ProduceResponse)
+    (answer,) = response.responses[0].partition_responses
+    assert answer.error_code == ErrorCode.INVALID_TXN_STATE, answer
+    producer.commit_transaction(30)
+    assert _committed(txn_broker, topic, 2) == [b"added"]
+    assert confluent_consume(txn_broker.bootstrap, topic, [1], isolation_level="read_uncommitted") == [], \
+        "nothing was appended to partition 1"
+
+
+def _describe(broker: BrokerProcess, transactional_id: str) -> Any:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        return admin.describe_transactions([transactional_id])[transactional_id]
+    finally:
+        admin.close()
+
+
+def test_the_admin_apis_describe_and_list_transactions(txn_broker: BrokerProcess) -> None:
+    topic = "txn-admin"
+    create_topic(txn_broker.bootstrap, topic, 2)
+    open_id, done_id = f"open-{uuid.uuid4().hex[:6]}", f"done-{uuid.uuid4().hex[:6]}"
+    done = _producer(txn_broker, done_id)
+    _in_txn(done, topic, [b"x"], 1)
+    done.commit_transaction(30)
+    still_open = _producer(txn_broker, open_id)
+    _in_txn(still_open, topic, [b"a", b"b"], 2)
+    admin = KafkaAdminClient(bootstrap_servers=txn_broker.bootstrap)
+    try:
+        described = admin.describe_transactions([open_id, done_id])
+        assert described[open_id].state.value == "Ongoing"
+        assert {(tp.topic, tp.partition) for tp in described[open_id].topic_partitions} == {(topic, 0), (topic, 1)}
+        assert described[open_id].transaction_start_time_ms > 0
+        assert described[done_id].state.value == "CompleteCommit" and not described[done_id].topic_partitions
+        listed = [t for txns in admin.list_transactions().values() for t in txns]
+        assert {t.transactional_id for t in listed} >= {open_id, done_id}
+        ongoing = [t for txns in admin.list_transactions(state_filters=["Ongoing"]).values() for t in txns]
+        assert open_id in {t.transactional_id for t in ongoing} and done_id not in {t.transactional_id for t in ongoing}
+        with pytest.raises(KafkaError):
+            admin.describe_transactions(["never-used"])
+    finally:
+        admin.close()
+    still_open.abort_transaction(30)
