@@ -211,3 +211,21 @@ def test_acls_survive_a_restart(acls: AclBroker) -> None:
         ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice", None, AclOperation.ANY,
         AclPermissionType.ANY)).result(20)
     assert topic_acl(AclOperation.WRITE, name="restart-") in described
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(acls: AclBroker) -> None:
+    def producer() -> confluent_kafka.Producer:
+        return confluent_kafka.Producer({"bootstrap.servers": acls.sasl, "transactional.id": "alice-tx",
+                                         "transaction.timeout.ms": 10_000,
+                                         **confluent_sasl("PLAIN", "alice", "alice-secret")})
+
+    with pytest.raises(confluent_kafka.KafkaException, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"):
+        producer().init_transactions(10)
+    acls.grant(topic_acl(AclOperation.WRITE),
+               AclBinding(ResourceType.TRANSACTIONAL_ID, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                          AclOperation.WRITE, AclPermissionType.ALLOW))
+    granted = producer()
+    granted.init_transactions(20)
+    granted.begin_transaction()
+    granted.produce(TOPIC, b"in a transaction")
+    granted.commit_transaction(20)
