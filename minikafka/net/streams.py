@@ -103,10 +103,6 @@ class TlsStream:
         """The client's verified certificate (``ssl.SSLSocket.getpeercert``), None without one."""
         return self.sock.getpeercert() or None
 
-    @property
-    def version(self) -> str | None:
-        return self.sock.version()
-
     async def _retry(self, operation: Callable[..., T], *args: Any) -> T:
         """An OpenSSL call, retried once the socket is ready for what OpenSSL waits on."""
         while True:

@@ -11,7 +11,7 @@ DELETE and ALTER, DESCRIBE_CONFIGS by ALTER_CONFIGS.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from minikafka.security.principal import KafkaPrincipal
@@ -262,12 +262,3 @@ def select(acls: AclTable, wanted: AclBindingFilter) -> list[AclBinding]:
     """The bindings a filter matches, in a stable order."""
     return [AclBinding(pattern, entry) for pattern, entries in sorted(acls.items(), key=lambda i: str(i[0]))
             for entry in sorted(entries, key=str) if wanted.matches(AclBinding(pattern, entry))]
-
-
-def with_added(acls: AclTable, bindings: Iterable[AclBinding]) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
-    """The table's patterns touched by ``bindings``, with the new entries added."""
-    changed: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-    for binding in bindings:
-        current = changed.get(binding.pattern, acls.get(binding.pattern, frozenset()))
-        changed[binding.pattern] = current | {binding.entry}
-    return changed

@@ -31,7 +31,7 @@ from minikafka.security.acl import (
     select,
 )
 from minikafka.security.client import ClientSecurity
-from minikafka.security.jaas import LOGIN_MODULES, parse_jaas_config
+from minikafka.security.jaas import LOGIN_MODULES, JaasModule, parse_jaas_config
 from minikafka.security.principal import NoMappingRule, principal_of_certificate
 from minikafka.security.sasl import MECHANISMS, PLAIN, SaslLogin
 from minikafka.security.scram import ScramCredential
@@ -72,6 +72,8 @@ class UserDescription:
 
 @dataclass(frozen=True)
 class UserAltered:
+    """AlterUserScramCredentials' answer for one user."""
+
     user: str
     error: ErrorCode
     message: str | None
@@ -95,6 +97,10 @@ class UserAlteration:
 
 
 class BrokerSecurity:
+    """Owns the listeners' security settings, the client settings to other brokers, the SCRAM
+    credential cache and the authorizer (its ACL cache), and changes both through the security
+    store. The broker, its handlers and the sessions it opens use it, on the event loop only."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.listeners: dict[str, ListenerSecurity] = {}
@@ -141,7 +147,8 @@ class BrokerSecurity:
             max_reauth_ms=config.listener_value(name, "connections.max.reauth.ms"),
             failure_delay_ms=config["connection.failed.authentication.delay.ms"])
 
-    def _jaas(self, listener: str, mechanism: str) -> tuple[str, dict[str, str], tuple[str, str] | None] | None:
+    def _jaas(self, listener: str, mechanism: str) -> JaasModule | None:
+        """The listener's JAAS config for a mechanism, if given."""
         text = self.config.jaas_config(listener, mechanism)
         if text is None:
             return None
@@ -153,15 +160,15 @@ class BrokerSecurity:
         if module.login_module != LOGIN_MODULES[mechanism]:
             raise ConfigError(f"invalid value for configuration {key!r}: {mechanism} takes "
                               f"{LOGIN_MODULES[mechanism]}, not {module.login_module}")
-        return key, module.plain_users, module.credentials
+        return module
 
     def _plain_users(self, listener: str) -> dict[str, str]:
         found = self._jaas(listener, PLAIN)
         key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
-        if found is None or not found[1]:
+        if found is None or not found.plain_users:
             raise ConfigError(f"SASL listener {listener} enables PLAIN but {key!r} names no user "
                               '(user_<name>="<password>" options of PlainLoginModule)')
-        return found[1]
+        return found.plain_users
 
     def _client_security(self) -> ClientSecurity:
         """From the inter-broker listener's settings, as Kafka's brokers do."""
@@ -176,11 +183,12 @@ class BrokerSecurity:
                                   f"'sasl.mechanism.inter.broker.protocol': the inter-broker listener {name} "
                                   f"enables {', '.join(listener.mechanisms)}")
             found = self._jaas(name, mechanism)
-            if found is None or found[2] is None:
+            credentials = None if found is None else found.credentials
+            if credentials is None:
                 raise ConfigError(f"the inter-broker listener {name} uses SASL {mechanism}: set username and "
                                   "password, this broker's own credentials, in "
                                   f"'listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config'")
-            login = SaslLogin(mechanism, *found[2])
+            login = SaslLogin(mechanism, *credentials)
         return ClientSecurity(tls, login)
 
     # ---- the store ------------------------------------------------------------------------------

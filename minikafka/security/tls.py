@@ -38,6 +38,7 @@ class TlsSettings:
     truststore_certificates: str
     client_auth: str
     protocols: tuple[str, ...]
+    protocol: str  # ssl.protocol: the newest version used ("TLS": the newest enabled)
     cipher_suites: tuple[str, ...]
     check_hostname: bool
     mapping_rules: tuple[MappingRule, ...]
@@ -72,6 +73,7 @@ class TlsSettings:
             client_auth=str(value("ssl.client.auth")) if config.security_protocol_of(listener) == "SSL"
             or "ssl.client.auth" in config.per_listener.get(listener.upper(), {}) else "none",
             protocols=tuple(value("ssl.enabled.protocols")),
+            protocol=str(value("ssl.protocol")),
             cipher_suites=tuple(value("ssl.cipher.suites")),
             check_hostname=str(value("ssl.endpoint.identification.algorithm")).lower() == "https",
             mapping_rules=rules,
@@ -106,7 +108,10 @@ class TlsSettings:
 
     def _configure(self, context: ssl.SSLContext, peers: ssl.Purpose) -> None:
         versions = sorted(_VERSIONS[p] for p in self.protocols)
-        context.minimum_version, context.maximum_version = versions[0], versions[-1]
+        newest = versions[-1] if self.protocol == "TLS" else min(versions[-1], _VERSIONS[self.protocol])
+        if newest < versions[0]:
+            raise self._error("ssl.protocol", f"{self.protocol} is older than every version of ssl.enabled.protocols")
+        context.minimum_version, context.maximum_version = versions[0], newest
         if self.cipher_suites:
             self._set_ciphers(context)
         self._load_truststore(context, peers)

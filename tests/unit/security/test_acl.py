@@ -17,7 +17,6 @@ from minikafka.security.acl import (
     binding_error,
     parse_super_users,
     select,
-    with_added,
 )
 from minikafka.security.principal import user
 from minikafka.security.stores import decode_acl_change, decode_entry, encode_entry, parse_pattern, sanitize
@@ -30,6 +29,14 @@ SETTINGS = AuthorizerSettings(frozenset({"User:admin"}), allow_if_no_acl=False)
 def binding(resource_type, name, pattern, principal, operation, permission=PERM.ALLOW, host="*"):
     return AclBinding(ResourcePattern(resource_type, name, pattern),
                       AccessControlEntry(principal, host, operation, permission))
+
+
+def with_added(acls, bindings):
+    """The table with ``bindings`` added."""
+    changed = dict(acls)
+    for b in bindings:
+        changed[b.pattern] = changed.get(b.pattern, frozenset()) | {b.entry}
+    return changed
 
 
 def table(*bindings):

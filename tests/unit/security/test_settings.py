@@ -24,6 +24,8 @@ def security(settings: dict[str, str]) -> BrokerSecurity:
     ({"ssl.cipher.suites": "TLS_NO_SUCH_SUITE"}, "ssl.cipher.suites"),
     ({"ssl.principal.mapping.rules": "RULE:broken"}, "ssl.principal.mapping.rules"),
     ({"ssl.enabled.protocols": "TLSv1"}, "ssl.enabled.protocols"),
+    ({"ssl.enabled.protocols": "TLSv1.3", "ssl.protocol": "TLSv1.2", "ssl.keystore.location": "/no/such.pem"},
+     "ssl.protocol"),
     ({"listener.name.ssl.ssl.client.auth": "maybe"}, "listener.name.ssl.ssl.client.auth"),
     ({"listener": "SASL_PLAINTEXT://127.0.0.1:9093"}, "sasl.enabled.mechanisms"),  # GSSAPI, Kafka's default
     ({"listener": "SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms": "PLAIN"},
