@@ -156,6 +156,9 @@ async def _serve(config: BrokerConfig) -> int:
     try:
         broker = Broker(config)
         await broker.start()
+    except ConfigError as exc:  # a setting only usable once its files are read (TLS stores, JAAS)
+        log.error("%s", exc)
+        return 2
     except BrokerStartupError as exc:
         log.error("broker cannot start: %s", exc)
         return 1

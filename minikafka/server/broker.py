@@ -18,7 +18,7 @@ from typing import Any
 
 import prometheus_client
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config import BrokerConfig
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.metadata_store import LocalMetadataStore
@@ -87,10 +87,8 @@ class Broker:
         # Set when the broker decides to stop on its own (the process then stops as on SIGTERM).
         self.shutdown_requested = asyncio.Event()
         self.port = 0
-        try:
-            self.security = BrokerSecurity(config)
-        except ConfigError as exc:
-            raise BrokerStartupError(str(exc)) from None
+        # A security setting that cannot be used (a key store, a JAAS config) is a ConfigError.
+        self.security = BrokerSecurity(config)
 
     async def start(self) -> None:
         self._create_dirs()
