@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import confluent_kafka
+from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from minikafka.spark.options import API_TIMEOUT, BOOTSTRAP, OptionError, TopicPartition
@@ -39,6 +40,8 @@ class ClusterView:
         self._admin: AdminClient | None = None
         self._metadata: confluent_kafka.Consumer | None = None
         self._last_client_error: str | None = None
+        self._isolation_level = IsolationLevel.READ_COMMITTED \
+            if self._config.pop("isolation.level", None) == "read_committed" else IsolationLevel.READ_UNCOMMITTED
 
     @property
     def bootstrap(self) -> str:
@@ -103,6 +106,8 @@ class ClusterView:
         return self._offsets({tp: OffsetSpec.earliest() for tp in partitions}, "earliest")
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The end of each partition as a reader sees it: the high watermark, or under
+        read_committed the last stable offset."""
         return self._offsets({tp: OffsetSpec.latest() for tp in partitions}, "latest")
 
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -120,7 +125,8 @@ class ClusterView:
                 time.sleep(self._retry_interval_s)
             request = {confluent_kafka.TopicPartition(t, p): specs[(t, p)] for t, p in wanted}
             try:
-                futures = self._admin_client().list_offsets(request, request_timeout=self._timeout_s)
+                futures = self._admin_client().list_offsets(request, request_timeout=self._timeout_s,
+                                                            isolation_level=self._isolation_level)
                 return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
             except confluent_kafka.KafkaException as exc:
                 error = exc.args[0]

@@ -23,6 +23,10 @@ EARLIEST = -2
 LATEST = -1
 
 BOOTSTRAP = "kafka.bootstrap.servers"
+# As in Spark's Kafka source: read_uncommitted unless asked; under read_committed a query reads
+# no aborted record and its offset ranges end at the last stable offset.
+ISOLATION_LEVEL = "kafka.isolation.level"
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 # librdkafka has no such property; like the Java consumer's, it bounds the driver's blocking
 # metadata and offset look-ups, and the failure message names it.
 API_TIMEOUT = "kafka.default.api.timeout.ms"
@@ -44,7 +48,7 @@ _SOURCE_OPTIONS = (
 # Spark's Kafka source options that this source does not implement (yet): named in the error so
 # the user knows the option is real but unsupported here, not misspelled.
 _UNSUPPORTED_SOURCE_OPTIONS = (
-    "minOffsetsPerTrigger", "maxTriggerDelay", "maxRecordsPerPartition", "kafka.isolation.level",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "maxRecordsPerPartition",
 )
 _SINK_OPTIONS = ("topic", "includeHeaders")
 # Options Spark itself may hand to any data source; they carry no meaning for Kafka.
@@ -307,6 +311,11 @@ class SourceOptions:
         opts = _lowered(options)
         _check_known(opts, _SOURCE_OPTIONS, _UNSUPPORTED_SOURCE_OPTIONS, "source")
         client_config = _client_config(opts, _REJECTED_SOURCE_CLIENT_OPTIONS)
+        isolation = client_config.setdefault("isolation.level", ISOLATION_LEVELS[0]).strip().lower()
+        if isolation not in ISOLATION_LEVELS:
+            raise OptionError(f"option {ISOLATION_LEVEL} must be read_uncommitted or read_committed, "
+                              f"got {client_config['isolation.level']!r}")
+        client_config["isolation.level"] = isolation
         subscription = _parse_subscription(opts)
         strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
         if strategy not in ("error", "latest"):

@@ -1,5 +1,5 @@
-"""Named instants of the storage's crash-safe operations (a move's swap, a clean's swap) where a
-crash test may stop the broker.
+"""Named instants of the broker's crash-safe operations (a move's swap, a clean's swap, a
+transaction's commit) where a crash test may stop the broker.
 
 Test-only, read once at startup: MINIKAFKA_TEST_EXIT_AT=<point> makes the process exit at once
 (no cleanup, as kill -9 would) when it reaches that point; MINIKAFKA_TEST_PAUSE_AT=<point>

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from minikafka.coordinator_topic import LoggedRecord
 from minikafka.group.schemas import RecordFormatError
+from minikafka.storage.crash_points import hook_point
 from minikafka.txn.state import (
     COMPLETED,
     MAX_PRODUCER_EPOCH,
@@ -327,6 +328,7 @@ class TransactionCoordinator:
     async def _prepare(self, prepared: TxnMetadata) -> ErrorCode:
         error = await self._write(prepared)
         if error == ErrorCode.NONE:
+            hook_point("txn.decided")
             self._finish_later(prepared)
         return error
 
@@ -358,6 +360,7 @@ class TransactionCoordinator:
                     log.warning("transaction %s: markers not written yet to %s (%s); retrying", transactional_id,
                                 sorted(pending), ", ".join(sorted({e.name for e in errors.values()})))
                 await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
+        hook_point("txn.markers_written")
         async with self._lock(transactional_id):
             current = self.txns.get(transactional_id)
             if current is None or current.state != prepared.state or current.producer_epoch != prepared.producer_epoch:

@@ -29,6 +29,7 @@ from tests.integration.clients import (
 
 pytestmark = pytest.mark.integration
 
+CRASH_EXIT_STATUS = 86  # of a broker stopped at a crash point (minikafka/storage/crash_points.py)
 # The coordinator looks for transactions past their timeout every 200 ms.
 TXN_BROKER = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
               "group.initial.rebalance.delay.ms": "0"}
@@ -250,3 +251,29 @@ def test_the_admin_apis_describe_and_list_transactions(txn_broker: BrokerProcess
     finally:
         admin.close()
     still_open.abort_transaction(30)
+
+
+@pytest.mark.parametrize("point, answered", [("txn.decided", False), ("txn.markers_written", True)])
+def test_a_commit_decided_before_a_crash_is_finished_by_the_restarted_coordinator(
+        broker_factory, monkeypatch, point: str, answered: bool) -> None:
+    # The broker exits (as kill -9) once the commit is recorded in __transaction_state (before
+    # the producer is answered), or once its markers are written but the transaction is not
+    # recorded complete (the producer was answered when the decision was recorded).
+    monkeypatch.setenv("MINIKAFKA_TEST_EXIT_AT", point)
+    broker = broker_factory(overrides=TXN_BROKER)
+    monkeypatch.delenv("MINIKAFKA_TEST_EXIT_AT")
+    topic = "txn-crash"
+    create_topic(broker.bootstrap, topic, 2)
+    producer = _producer(broker, "crashing", **{"message.timeout.ms": 20_000})
+    values = _values(b"decided", 10)
+    _in_txn(producer, topic, values, 2)
+    if answered:
+        producer.commit_transaction(30)
+    else:
+        with pytest.raises(confluent_kafka.KafkaException):
+            producer.commit_transaction(5)  # the broker goes while the client waits
+    wait_until(lambda: broker.process is not None and broker.process.poll() == CRASH_EXIT_STATUS, 30,
+               interval=0.05, what=f"the broker stopped at {point}")
+    broker.start()
+    assert _committed(broker, topic, 2) == sorted(values), "the restarted coordinator wrote the commit markers"
+    assert _describe(broker, "crashing").state.value == "CompleteCommit"

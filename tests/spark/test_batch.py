@@ -168,3 +168,28 @@ def test_write_needs_a_value_column_and_a_topic(spark: SparkSession, kafka: Brok
         "kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic_name()).mode("append")
     with pytest.raises(PySparkException, match="column value must be string or binary"):
         wrong_type.save()
+
+
+def test_read_committed_reads_committed_transactions_up_to_the_last_stable_offset(read_kafka, kafka: BrokerProcess,
+                                                                                  topic_name):
+    topic = topic_name()
+    create_topic(kafka.bootstrap, topic, 2)
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for prefix, commit in ((b"committed", True), (b"aborted", False), (b"open", None)):
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic, value=b"%s-%d" % (prefix, i), partition=i % 2)
+        producer.flush(30)
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+    try:
+        committed = read_kafka(subscribe=topic, **{"kafka.isolation.level": "read_committed"}).load()
+        values = sorted(r.value for r in committed.select("value").collect())
+        assert values == sorted(b"committed-%d" % i for i in range(20)), "no aborted record, nothing still open"
+        everything = read_kafka(subscribe=topic).load()  # read_uncommitted, as Spark's default
+        assert everything.count() == 60
+    finally:
+        producer.abort_transaction(30)

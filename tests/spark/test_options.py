@@ -31,7 +31,9 @@ def test_defaults_follow_sparks_kafka_source():
     assert (batch.starting.kind, batch.ending.kind) == ("earliest", "latest")
     assert batch.fail_on_data_loss and not batch.include_headers
     assert batch.max_offsets_per_trigger is None
-    assert batch.client_config == {"bootstrap.servers": "127.0.0.1:9092"}
+    assert batch.client_config == {"bootstrap.servers": "127.0.0.1:9092", "isolation.level": "read_uncommitted"}
+    assert source(subscribe="a", **{"kafka.isolation.level": "Read_Committed"}).client_config["isolation.level"] \
+        == "read_committed"
     stream = source(streaming=True, subscribePattern="ev.*")
     assert stream.subscription == SubscribePattern("ev.*")
     assert stream.starting.kind == "latest" and stream.ending is None
@@ -42,7 +44,7 @@ def test_option_names_are_case_insensitive_and_kafka_options_reach_the_client():
     parsed = SourceOptions.parse({"KAFKA.BOOTSTRAP.SERVERS": "h:1", "SUBSCRIBE": "t", "failondataloss": "FALSE",
                                   "kafka.client.id": "me", "kafka.default.api.timeout.ms": "1500",
                                   "maxOffsetsPerTrigger": "10", "includeHeaders": "true"}, streaming=True)
-    assert parsed.client_config == {"bootstrap.servers": "h:1", "client.id": "me"}
+    assert parsed.client_config == {"bootstrap.servers": "h:1", "client.id": "me", "isolation.level": "read_uncommitted"}
     assert parsed.api_timeout_ms == 1500
     assert not parsed.fail_on_data_loss and parsed.include_headers and parsed.max_offsets_per_trigger == 10
 
@@ -71,6 +73,8 @@ def test_assign_json():
     ({"subscribe": "t", "minPartitions": "0"}, "option minPartitions must be >= 1"),
     ({"subscribe": "t", "maxOffsetsPerTrigger": "ten"}, "option maxOffsetsPerTrigger must be an integer"),
     ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "option kafka.auto.offset.reset is not supported"),
+    ({"subscribe": "t", "kafka.isolation.level": "committed"},
+     "option kafka.isolation.level must be read_uncommitted or read_committed, got 'committed'"),
     ({"subscribe": "t", "startingOffsets": "latest"}, "startingOffsets cannot be latest"),
     ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, "startingOffsets cannot be latest"),
     ({"subscribe": "t", "endingOffsets": "earliest"}, "endingOffsets cannot be earliest"),

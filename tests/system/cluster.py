@@ -30,6 +30,7 @@ CLUSTER_SETTINGS = {
     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
     "inter.broker.listener.name": "INTERNAL",
     "offsets.topic.num.partitions": "6",
+    "transaction.state.log.num.partitions": "6",
     "group.initial.rebalance.delay.ms": "0",
     "controlled.shutdown.retry.backoff.ms": "500",
     "log.dir.check.interval.ms": "200",
