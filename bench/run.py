@@ -8,12 +8,12 @@ request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_
 between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned against the lower
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
 read), bench/bench_cleaner.py (log compaction), bench/bench_produce_cpu.py (the broker's CPU per
-produced record) and bench/bench_cluster.py (replication, failover, catch-up and reassignment in a
-three-broker cluster) and prints their reports, then the replication figures of issue 23 side by
-side with their aims.
+produced record), bench/bench_cluster.py (replication, failover, catch-up and reassignment in a
+three-broker cluster) and bench/bench_tls.py (TLS against plaintext on one broker) and prints their
+reports, then the replication figures of issue 23 side by side with their aims.
 
 Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
-       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cpu] [--skip-cluster]
+       [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cpu] [--skip-cluster] [--skip-tls]
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ class Result:
 
 
 def produce(bootstrap: str, topic: str, partitions: int, records: int, record_bytes: int, acks: str,
-            timeout: float) -> Result:
+            timeout: float, client: dict[str, str] | None = None) -> Result:
+    """``client``: more librdkafka settings (TLS, SASL)."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap,
         "acks": acks,
@@ -69,6 +70,7 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, record_by
         "compression.type": "none",
         "linger.ms": 5,
         "queue.buffering.max.kbytes": 256 * 1024,
+        **(client or {}),
     })
     value = bytes(record_bytes)
     failures: list[str] = []
@@ -93,7 +95,8 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, record_by
     return Result("produce", acks, partitions, records, records * record_bytes, elapsed)
 
 
-def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str, timeout: float) -> Result:
+def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str, timeout: float,
+            client: dict[str, str] | None = None) -> Result:
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "bench-never-committed",
@@ -101,6 +104,7 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str
         "enable.auto.offset.store": False,
         "fetch.max.bytes": 50 * MiB,
         "max.partition.fetch.bytes": 8 * MiB,
+        **(client or {}),
     })
     try:
         # Connect and learn leaders and offsets before the clock starts.
@@ -184,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-cpu", action="store_true", help="skip bench/bench_produce_cpu.py")
     parser.add_argument("--skip-cluster", action="store_true", help="skip bench/bench_cluster.py")
     parser.add_argument("--skip-cleaner", action="store_true", help="skip bench/bench_cleaner.py")
+    parser.add_argument("--skip-tls", action="store_true", help="skip bench/bench_tls.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -247,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n## Replication at disk speed (issue 23): the figures side by side\n\n{figures_table(figures)}\n\n"
                   f"load average of the machine (1, 5, 15 min) before these two benches: {load_before}; "
                   f"after: {load_after}")
+    if not args.skip_tls:
+        print()
+        print(run_script("bench_tls.py", 1800))
     return 0
 
 

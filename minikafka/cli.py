@@ -20,7 +20,8 @@ from minikafka.config import (
 )
 from minikafka.tools import log_dirs as log_dirs_tool
 from minikafka.tools import reassign_partitions as reassign_tool
-from minikafka.tools.client import Connection, ToolError
+from minikafka.tools import users as users_tool
+from minikafka.tools.client import ClientSecurity, Connection, ToolError, add_command_config
 
 log = logging.getLogger("minikafka")
 
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ping = commands.add_parser("ping", help="exit 0 when a broker answers ApiVersions (a health check)")
     ping.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
     ping.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer")
+    add_command_config(ping)
     ping.add_argument("--log-level", default="WARNING")
     log_dirs = commands.add_parser("log-dirs", help="operate on the log dirs of a broker")
     log_dirs.add_argument("--config", help="server.properties file of the broker")
@@ -60,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
                     "files, and follow them live (--progress).")
     reassign_tool.add_arguments(reassign)
     reassign.add_argument("--log-level", default="WARNING")
+    configs = commands.add_parser(
+        "configs", help="users' SCRAM credentials (kafka-configs.sh --entity-type users)",
+        description="Create, change, delete and describe users' SCRAM credentials, in ZooKeeper (before the "
+                    "brokers start) or through a broker (KIP-554).")
+    users_tool.add_arguments(configs)
+    configs.add_argument("--log-level", default="WARNING")
     commands.add_parser("config-keys", help="list every configuration key of serve, its default and meaning")
     args = parser.parse_args(argv)
     if args.command == "config-keys":
@@ -71,11 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         environment = overrides_from_environment(os.environ) if args.from_env else []
         return serve_command(args.config, [*environment, *args.override])
     if args.command == "ping":
-        return ping_command(args.bootstrap_server, args.timeout)
+        return ping_command(args.bootstrap_server, args.timeout, args.command_config)
     if args.command == "log-dirs":
         return log_dirs_command(args, parser)
     if args.command == "reassign-partitions":
         return reassign_tool.run(args)
+    if args.command == "configs":
+        return users_tool.run(args)
     return 2
 
 
@@ -110,10 +120,10 @@ def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
                     sys.stdout)
 
 
-def ping_command(address: str, timeout: float) -> int:
+def ping_command(address: str, timeout: float, command_config: str | None = None) -> int:
     host, _, port = address.rpartition(":")
     try:
-        connection = Connection(host, int(port), timeout=timeout)
+        connection = Connection(host, int(port), timeout=timeout, security=ClientSecurity.from_file(command_config))
     except (ValueError, ToolError) as exc:
         print(f"{address} does not answer: {exc}", file=sys.stderr)
         return 1
@@ -146,6 +156,9 @@ async def _serve(config: BrokerConfig) -> int:
     try:
         broker = Broker(config)
         await broker.start()
+    except ConfigError as exc:  # a setting only usable once its files are read (TLS stores, JAAS)
+        log.error("%s", exc)
+        return 2
     except BrokerStartupError as exc:
         log.error("broker cannot start: %s", exc)
         return 1

@@ -66,10 +66,15 @@ def _parse_cleanup_policy(text: str) -> list[str]:
     return policies
 
 
-# Kafka's security protocols, and the ones this broker speaks. A listener of any other is refused
-# at startup: serving it as plaintext would hand a client something other than what it asked for.
+# Kafka's security protocols, all of which this broker speaks.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-IMPLEMENTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
+_PEM_ONLY = "minikafka reads PEM only; convert a JKS or PKCS12 store to PEM (keytool -importkeystore, openssl pkcs12)"
+# The authorizers of Kafka's configuration that turn ACL authorization on; "" leaves it off.
+AUTHORIZERS = frozenset({"", "kafka.security.authorizer.AclAuthorizer",
+                         "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+LISTENER_PREFIX = "listener.name."
+JAAS_CONFIG = "sasl.jaas.config"
 
 
 def _parse_protocol_map(text: str) -> dict[str, str]:
@@ -112,6 +117,10 @@ class ConfigDef:
     check: Callable[[Any], bool] | None = None
     check_doc: str = ""
     dynamic: bool = False  # may be changed at runtime (IncrementalAlterConfigs on the broker)
+    # A secret (a password, a private key): DescribeConfigs shows no value, logs never print it.
+    sensitive: bool = False
+    # May also be given for one listener as listener.name.<listener>.<key> (Kafka's per-listener prefix).
+    per_listener: bool = False
 
 
 _WEEK_MS = 7 * 24 * 3600 * 1000
@@ -127,9 +136,13 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "addresses given to clients, per listener name (default: that listener's address)"),
         ConfigDef("listener.security.protocol.map", _parse_protocol_map,
                   {name: name for name in SECURITY_PROTOCOLS},
-                  "security protocol of each listener name (NAME:PROTOCOL,...); only PLAINTEXT is implemented"),
+                  "security protocol of each listener name (NAME:PROTOCOL,...)"),
         ConfigDef("inter.broker.listener.name", _parse_str, "",
-                  "the listener other brokers connect to (default: the one named PLAINTEXT)"),
+                  "the listener other brokers connect to (default: the one named after "
+                  "security.inter.broker.protocol)"),
+        ConfigDef("security.inter.broker.protocol", _parse_str, "PLAINTEXT",
+                  "names the inter-broker listener when inter.broker.listener.name is not given",
+                  lambda v: v.upper() in SECURITY_PROTOCOLS, "must be one of " + ", ".join(SECURITY_PROTOCOLS)),
         ConfigDef("log.dirs", _parse_list, ["./data/d1", "./data/d2"], "the log directories (disks)",
                   lambda v: len(v) > 0, "needs at least one directory"),
         ConfigDef("zookeeper.connect", _parse_str, "", "ZooKeeper connection string (cluster mode)"),
@@ -321,6 +334,70 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("offsets.topic.replication.factor", _parse_int, 3,
                   "replicas of __consumer_offsets (fewer when fewer brokers are alive, with a warning)",
                   lambda v: v >= 1, "must be >= 1"),
+        # ---- security: TLS, SASL, ACLs (minikafka/security) ----
+        ConfigDef("ssl.keystore.type", _parse_str, "PEM", "format of the key store: PEM only (JKS and PKCS12 "
+                  "are refused)", lambda v: v.upper() == "PEM", _PEM_ONLY, per_listener=True),
+        ConfigDef("ssl.keystore.location", _parse_str, "",
+                  "PEM file holding this broker's private key and its certificate chain", per_listener=True),
+        ConfigDef("ssl.keystore.password", _parse_str, "",
+                  "not used with PEM (Kafka refuses it too): give the private key's password as ssl.key.password",
+                  sensitive=True, per_listener=True),
+        ConfigDef("ssl.key.password", _parse_str, "", "password of the (encrypted) private key", sensitive=True,
+                  per_listener=True),
+        ConfigDef("ssl.keystore.certificate.chain", _parse_str, "",
+                  "the certificate chain in PEM, inline (instead of ssl.keystore.location)", per_listener=True),
+        ConfigDef("ssl.keystore.key", _parse_str, "", "the private key in PEM, inline (with "
+                  "ssl.keystore.certificate.chain)", sensitive=True, per_listener=True),
+        ConfigDef("ssl.truststore.type", _parse_str, "PEM", "format of the trust store: PEM only",
+                  lambda v: v.upper() == "PEM", _PEM_ONLY, per_listener=True),
+        ConfigDef("ssl.truststore.location", _parse_str, "",
+                  "PEM file of the CA certificates trusted for peers' certificates (default: the system's)",
+                  per_listener=True),
+        ConfigDef("ssl.truststore.password", _parse_str, "", "not used with PEM", sensitive=True, per_listener=True),
+        ConfigDef("ssl.truststore.certificates", _parse_str, "",
+                  "trusted CA certificates in PEM, inline (instead of ssl.truststore.location)", per_listener=True),
+        ConfigDef("ssl.client.auth", _parse_str, "none",
+                  "whether TLS clients must present a certificate: required, requested or none",
+                  lambda v: v in ("required", "requested", "none"), "must be required, requested or none",
+                  per_listener=True),
+        ConfigDef("ssl.enabled.protocols", _parse_list, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted",
+                  lambda v: bool(v) and all(p in TLS_VERSIONS for p in v),
+                  "must list TLSv1.2 and/or TLSv1.3", per_listener=True),
+        ConfigDef("ssl.protocol", _parse_str, "TLSv1.3", "the TLS protocol (TLSv1.2, TLSv1.3 or TLS: the newest "
+                  "the peers share)", lambda v: v in (*TLS_VERSIONS, "TLS"), "must be TLS, TLSv1.2 or TLSv1.3",
+                  per_listener=True),
+        ConfigDef("ssl.cipher.suites", _parse_list, [],
+                  "TLS 1.2 cipher suites offered, by IANA or OpenSSL name (default: OpenSSL's)", per_listener=True),
+        ConfigDef("ssl.endpoint.identification.algorithm", _parse_str, "https",
+                  "how a broker checks another broker's certificate: https (its name or IP must match) or empty "
+                  "(any certificate the trust store vouches for)", lambda v: v.lower() in ("https", ""),
+                  "must be https or empty", per_listener=True),
+        ConfigDef("ssl.principal.mapping.rules", _parse_str, "DEFAULT",
+                  "how a client certificate's subject becomes the principal's name (Kafka's RULE:pattern/"
+                  "replacement/[LU] syntax)", per_listener=True),
+        ConfigDef("sasl.enabled.mechanisms", _parse_list, ["GSSAPI"],
+                  "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", per_listener=True),
+        ConfigDef("sasl.mechanism.inter.broker.protocol", _parse_str, "GSSAPI",
+                  "the SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener"),
+        ConfigDef("sasl.server.max.receive.size", _parse_int, 524288,
+                  "largest frame a client may send before it has authenticated", lambda v: v >= 1, "must be >= 1",
+                  per_listener=True),
+        ConfigDef("connections.max.reauth.ms", _parse_int, 0,
+                  "a SASL session lasts this long; then the client must authenticate again on its connection "
+                  "(KIP-368) or it is closed (0: sessions never expire)", lambda v: v >= 0, "must be >= 0",
+                  per_listener=True),
+        ConfigDef("connection.failed.authentication.delay.ms", _parse_int, 100,
+                  "how long a failed authentication waits before its answer (it slows down password guessing)",
+                  lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("authorizer.class.name", _parse_str, "",
+                  "the authorizer: kafka.security.authorizer.AclAuthorizer or "
+                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACL authorization on; "
+                  "empty: every principal may do everything",
+                  lambda v: v in AUTHORIZERS, "must be empty, " + " or ".join(sorted(a for a in AUTHORIZERS if a))),
+        ConfigDef("super.users", _parse_str, "",
+                  "principals allowed everything whatever the ACLs, separated by semicolons (User:admin;User:broker)"),
+        ConfigDef("allow.everyone.if.no.acl.found", _parse_bool, False,
+                  "whether a resource no ACL names is open to every principal"),
     ]
 }
 
@@ -409,7 +486,12 @@ class BrokerConfig:
         self.explicit: set[str] = set()  # canonical names given in the file or on the command line
         self.values: dict[str, Any] = {name: d.default for name, d in DEFINITIONS.items()}
         without_effect = []
+        # listener name -> {key: value} of listener.name.<listener>.<key> settings (see listener_value).
+        self.per_listener: dict[str, dict[str, Any]] = {}
         for key, text in raw.items():
+            if key.startswith(LISTENER_PREFIX):
+                self._set_per_listener(key, text)
+                continue
             name = ALIASES.get(key, key)
             definition = DEFINITIONS.get(name)
             if definition is None:
@@ -430,6 +512,35 @@ class BrokerConfig:
         self.dynamic_broker: dict[str, Any] = {}
         self.dynamic_default: dict[str, Any] = {}
         self._listeners: dict[str, list[ConfigListener]] = {}
+
+    def _set_per_listener(self, key: str, text: str) -> None:
+        """``listener.name.<listener>.<key>``: a per-listener key, or a JAAS configuration of one
+        listener and SASL mechanism (``listener.name.<listener>.<mechanism>.sasl.jaas.config``)."""
+        listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+        definition = DEFINITIONS.get(rest)
+        if listener and definition is not None and definition.per_listener:
+            self.per_listener.setdefault(listener.upper(), {})[rest] = _checked(definition, key, text)
+        elif listener and rest.lower().endswith("." + JAAS_CONFIG) and rest.count(".") == 3:
+            mechanism = rest[: -len(JAAS_CONFIG) - 1].upper()
+            self.per_listener.setdefault(listener.upper(), {})[f"{mechanism}.{JAAS_CONFIG}"] = text.strip()
+        else:
+            log.warning("unknown configuration key %r ignored (not a key that can be set per listener)", key)
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """``listener.name.<listener>.<key>`` if given, else ``key``'s value (Kafka's precedence)."""
+        overrides = self.per_listener.get(listener.upper(), {})
+        return overrides[key] if key in overrides else self[key]
+
+    def listener_key(self, listener: str, key: str) -> str:
+        """The name a listener's value of ``key`` was given under (for messages about it)."""
+        if key in self.per_listener.get(listener.upper(), {}):
+            return f"{LISTENER_PREFIX}{listener.lower()}.{key}"
+        return key
+
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, as given."""
+        found = self.per_listener.get(listener.upper(), {}).get(f"{mechanism.upper()}.{JAAS_CONFIG}")
+        return None if found is None else str(found)
 
     def _resolve_unit_variants(self) -> None:
         for name, variants in UNIT_VARIANTS.items():
@@ -475,12 +586,6 @@ class BrokerConfig:
         return parsed
 
     def _check_listeners(self) -> None:
-        for listener in self._bound.values():
-            if listener.security_protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
-                raise ConfigError(
-                    f"listener {listener} uses security protocol {listener.security_protocol}, which minikafka "
-                    f"does not implement (only {', '.join(sorted(IMPLEMENTED_SECURITY_PROTOCOLS))}); it is refused "
-                    "rather than served as plaintext")
         for name, listener in self._advertised.items():
             if name not in self._bound:
                 raise ConfigError(f"invalid value {str(listener)!r} for configuration 'advertised.listeners': "
@@ -597,8 +702,13 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener_name(self) -> str:
-        """Kafka's rule: ``inter.broker.listener.name``, else the listener named PLAINTEXT."""
-        return str(self.values["inter.broker.listener.name"]).upper() or "PLAINTEXT"
+        """Kafka's rule: ``inter.broker.listener.name``, else the listener named after
+        ``security.inter.broker.protocol`` (PLAINTEXT by default)."""
+        return (str(self.values["inter.broker.listener.name"]).upper()
+                or str(self.values["security.inter.broker.protocol"]).upper())
+
+    def security_protocol_of(self, listener: str) -> str:
+        return self._bound[listener].security_protocol
 
     def listener(self) -> tuple[str, int]:
         """(host, port) of the first listener, the one the broker binds today."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.net.client import BrokerClient, BrokerUnreachable
+from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from protocol import Message
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,11 @@ class _Pending:
 
 
 class BrokerChannel:
-    def __init__(self, broker_id: int, broker_epoch: int, address: tuple[str, int], controller_id: int) -> None:
+    def __init__(self, broker_id: int, broker_epoch: int, address: tuple[str, int], controller_id: int,
+                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
-        self.client = BrokerClient(*address, client_id=f"controller-{controller_id}")
+        self.client = BrokerClient(*address, client_id=f"controller-{controller_id}", security=security)
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-channel-{broker_id}")
 
@@ -82,8 +84,9 @@ class BrokerChannel:
 
 
 class ControllerChannels:
-    def __init__(self, controller_id: int) -> None:
+    def __init__(self, controller_id: int, security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
         self.controller_id = controller_id
+        self.security = security
         self.channels: dict[int, BrokerChannel] = {}
 
     def add(self, broker_id: int, broker_epoch: int, address: tuple[str, int]) -> None:
@@ -92,7 +95,8 @@ class ControllerChannels:
             return
         if old is not None:
             asyncio.get_running_loop().create_task(old.close())
-        self.channels[broker_id] = BrokerChannel(broker_id, broker_epoch, address, self.controller_id)
+        self.channels[broker_id] = BrokerChannel(broker_id, broker_epoch, address, self.controller_id,
+                                                 self.security)
 
     async def remove(self, broker_id: int) -> None:
         channel = self.channels.pop(broker_id, None)

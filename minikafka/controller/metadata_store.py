@@ -1,4 +1,5 @@
-"""Cluster metadata: topics, their partitions and configs, and producer-id blocks.
+"""Cluster metadata: topics, their partitions and configs, producer-id blocks, and security
+(users' SCRAM credentials and ACLs, in the text forms Kafka keeps in ZooKeeper).
 
 ``MetadataStore`` is the one interface the controller keeps its state behind. The embedded mode
 uses ``LocalMetadataStore``: a JSON document written atomically to every healthy log dir, so the
@@ -119,6 +120,22 @@ class MetadataStore(ABC):
     def put_log_dir_request(self, broker_id: int, topic: str, partition: int, log_dir: str | None) -> None:
         """Remember the dir asked for a replica not created yet, or forget it (None)."""
 
+    @abstractmethod
+    def user_configs(self) -> dict[str, dict[str, str]]:
+        """{user name: {SCRAM mechanism: credential text}}, as Kafka's /config/users/<user> holds them."""
+
+    @abstractmethod
+    def put_user_configs(self, user: str, configs: dict[str, str]) -> None:
+        """Replace one user's credentials (none: the user goes)."""
+
+    @abstractmethod
+    def acl_entries(self) -> dict[str, list[dict[str, str]]]:
+        """{resource pattern ("Topic:LITERAL:orders"): its entries as Kafka's /kafka-acl JSON has them}."""
+
+    @abstractmethod
+    def put_acl_entries(self, pattern: str, entries: list[dict[str, str]]) -> None:
+        """Replace the entries of one resource pattern (none: the pattern goes)."""
+
 
 class LocalMetadataStore(MetadataStore):
     """Embedded-mode metadata: one JSON document, a copy in every healthy log dir.
@@ -138,6 +155,8 @@ class LocalMetadataStore(MetadataStore):
         self._next_producer_id = 0
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._log_dir_requests: dict[str, list[dict[str, Any]]] = {}  # broker id -> [{topic, partition, log_dir}]
+        self._users: dict[str, dict[str, str]] = {}
+        self._acls: dict[str, list[dict[str, str]]] = {}
 
     def load(self, refresh: bool = True) -> None:
         """Read the newest copy; with ``refresh``, write it back to every healthy dir."""
@@ -169,6 +188,8 @@ class LocalMetadataStore(MetadataStore):
             self._broker_configs = {entity: dict(c) for entity, c in newest.get("broker_configs", {}).items()}
             self._log_dir_requests = {broker: list(entries)
                                       for broker, entries in newest.get("log_dir_requests", {}).items()}
+            self._users = {user: dict(configs) for user, configs in newest.get("users", {}).items()}
+            self._acls = {pattern: list(entries) for pattern, entries in newest.get("acls", {}).items()}
         if not self._cluster_id:
             self._cluster_id = _new_cluster_id()
         # Every healthy dir gets the newest copy, including a dir that was just replaced.
@@ -223,6 +244,26 @@ class LocalMetadataStore(MetadataStore):
             self._log_dir_requests.pop(str(broker_id), None)
         self._write()
 
+    def user_configs(self) -> dict[str, dict[str, str]]:
+        return self._users
+
+    def put_user_configs(self, user: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._users[user] = dict(configs)
+        else:
+            self._users.pop(user, None)
+        self._write()
+
+    def acl_entries(self) -> dict[str, list[dict[str, str]]]:
+        return self._acls
+
+    def put_acl_entries(self, pattern: str, entries: list[dict[str, str]]) -> None:
+        if entries:
+            self._acls[pattern] = list(entries)
+        else:
+            self._acls.pop(pattern, None)
+        self._write()
+
     def allocate_producer_id_block(self) -> range:
         start = self._next_producer_id
         self._next_producer_id += PRODUCER_ID_BLOCK_SIZE
@@ -241,6 +282,8 @@ class LocalMetadataStore(MetadataStore):
                 "next_producer_id": self._next_producer_id,
                 "broker_configs": self._broker_configs,
                 "log_dir_requests": self._log_dir_requests,
+                "users": self._users,
+                "acls": self._acls,
                 "topics": [t.to_json() for t in self._topics.values()],
             },
             indent=1,

@@ -40,6 +40,7 @@ from minikafka.controller.reassignment import (
     leader_after,
     reassign,
 )
+from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState, TopicAssignment
 from protocol import Message
 from protocol.errors import ErrorCode
@@ -137,8 +138,10 @@ def _names(partitions: Iterable[TopicPartition]) -> str:
 
 
 class ZkController:
-    def __init__(self, config: BrokerConfig, zk: KafkaZk, inter_broker_listener: str) -> None:
+    def __init__(self, config: BrokerConfig, zk: KafkaZk, inter_broker_listener: str,
+                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
         self.config = config
+        self.security = security  # how the controller's channels connect to the brokers
         self.broker_id = config.broker_id
         self.zk = zk
         self.listener = inter_broker_listener
@@ -147,7 +150,7 @@ class ZkController:
         self._events: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
-        self.channels = ControllerChannels(self.broker_id)
+        self.channels = ControllerChannels(self.broker_id, self.security)
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -237,7 +240,7 @@ class ZkController:
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
         await self.channels.close()
-        self.channels = ControllerChannels(self.broker_id)
+        self.channels = ControllerChannels(self.broker_id, self.security)
 
     async def controller_moved(self) -> None:
         """The /controller znode changed: resign if it is not ours any more, else stand."""

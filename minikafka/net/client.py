@@ -7,7 +7,9 @@ fetch path parses the records in place and writes them to its log from there. ``
 one request and parses its answer (callers that share a client, the controller channels, take
 turns); ``send`` and ``receive`` are the fetcher's two halves of the same, for the one task that
 owns its client. Any failure closes the connection and raises ``BrokerUnreachable``; the next
-request reconnects. Event-loop thread only.
+request reconnects. A connection to a secured listener opens with its TLS and logs in (SASL)
+before its first request, and again, with no request in flight, before its session expires
+(security/client.py). Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import struct
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
 
+from minikafka.security.client import PLAINTEXT_CLIENT, REAUTHENTICATE_AT, ClientSecurity, login
 from protocol import MalformedResponse, Message, encode_request, parse_response
 
 log = logging.getLogger(__name__)
@@ -163,12 +166,15 @@ class BrokerClient:
     ``request``."""
 
     def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 5.0,
-                 receive_buffer_bytes: int = 64 * 1024) -> None:
+                 receive_buffer_bytes: int = 64 * 1024, security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.receive_buffer_bytes = receive_buffer_bytes
+        # The inter-broker listener's TLS and SASL (security/client.py).
+        self.security = security
+        self._login_again_at: float | None = None
         self._protocol: _ResponseProtocol | None = None
         self._correlation = itertools.count(1)
         self._lock = asyncio.Lock()
@@ -184,23 +190,45 @@ class BrokerClient:
             # that arrives as the answer does, and a fetcher told to stop would fetch on.
             async with self._failures(timeout_s):
                 await self.connect()
-                correlation_id = self.send(api_key, version, body)
-                payload = await self._receive(correlation_id)
-                try:
-                    return parse_response(api_key, version, payload)[1]
-                finally:
-                    self.release()
+                return await self._exchange(api_key, version, body)
 
     async def connect(self) -> None:
-        """Connect, unless connected; a connection the broker closed meanwhile is replaced."""
+        """Connect, unless connected; a connection the broker closed meanwhile is replaced. With
+        SASL, log in (again when the session is about to expire: no request may be in flight)."""
         if self._protocol is not None and (self._protocol.failure is not None or self._protocol.transport is None
                                            or self._protocol.transport.is_closing()):
             self.close()
         if self._protocol is None:
             async with self._failures(self.connect_timeout_s):
                 _, protocol = await asyncio.get_running_loop().create_connection(
-                    lambda: _ResponseProtocol(ResponseBuffer(self.receive_buffer_bytes)), self.host, self.port)
+                    lambda: _ResponseProtocol(ResponseBuffer(self.receive_buffer_bytes)), self.host, self.port,
+                    **self.security.connect_arguments(self.host))
                 self._protocol = protocol
+                await self._login()
+        elif self.login_due:
+            async with self._failures(self.connect_timeout_s):
+                await self._login()
+
+    @property
+    def login_due(self) -> bool:
+        """The SASL session is about to expire: the next request waits for a new login."""
+        return self._login_again_at is not None and asyncio.get_running_loop().time() >= self._login_again_at
+
+    async def _login(self) -> None:
+        if self.security.login is None:
+            return
+        lifetime_ms = await login(self._exchange, self.security.login)
+        self._login_again_at = None if lifetime_ms <= 0 else \
+            asyncio.get_running_loop().time() + lifetime_ms * REAUTHENTICATE_AT / 1000
+
+    async def _exchange(self, api_key: int, version: int, body: Mapping[str, Any]) -> Message:
+        """One request and its parsed answer on the open connection (the login's)."""
+        correlation_id = self.send(api_key, version, body)
+        payload = await self._receive(correlation_id)
+        try:
+            return parse_response(api_key, version, payload)[1]
+        finally:
+            self.release()
 
     def send(self, api_key: int, version: int, body: Mapping[str, Any]) -> int:
         """Write a request on the connected socket (``connect`` first); its correlation id."""

@@ -26,6 +26,7 @@ from typing import Any
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPartition
 from minikafka.replica.replication_quota import REPLICATION_BYTES_IN
+from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.storage.errors import KafkaStorageError
 from protocol import MalformedResponse
 from protocol.errors import ErrorCode
@@ -53,6 +54,7 @@ class FetcherConfig:
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     fetchers_per_leader: int = 1  # num.replica.fetchers
     request_timeout_ms: int = 30000
+    security: ClientSecurity = PLAINTEXT_CLIENT  # the inter-broker listener's TLS and SASL
 
 
 @dataclass
@@ -121,7 +123,8 @@ class LeaderFetcher:
                     if client is not None:
                         client.close()
                     client = BrokerClient(*address, client_id=f"replica-fetcher-{self.config.broker_id}",
-                                          receive_buffer_bytes=self.config.response_max_bytes + RESPONSE_OVERHEAD)
+                                          receive_buffer_bytes=self.config.response_max_bytes + RESPONSE_OVERHEAD,
+                                          security=self.config.security)
                     self._in_flight = None
                 try:
                     # A Fetch sent ahead is answered first: answers come in request order.
@@ -285,7 +288,8 @@ class LeaderFetcher:
             if end is not None:
                 claimed[key] = end
                 below_high_watermark.append((end, answer.high_watermark))
-        if not backoff and not self.stopped and may_fetch_ahead(below_high_watermark):
+        # Not ahead of a new SASL login either: it needs the connection without a request in flight.
+        if not backoff and not self.stopped and not client.login_due and may_fetch_ahead(below_high_watermark):
             self._in_flight = self._send_fetch(client, claimed)
         for followed, answer, records in appends:
             backoff |= not self._append(followed, answer, records)

@@ -28,12 +28,16 @@ from minikafka.coordinator_topic import CoordinatorTopic
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.metadata_cache import MetadataCache
 from minikafka.net.client import BrokerClient, BrokerConnections
+from minikafka.net.streams import TlsHandshakeFailed
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.replica.replication_quota import ReplicationThrottle
+from minikafka.security.manager import BrokerSecurity, OpenFailed
+from minikafka.security.session import Session
+from minikafka.security.stores import EmbeddedSecurityStore, SecurityStore, ZkSecurityStore
 from minikafka.server.cluster_membership import ClusterMembership
 from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
@@ -83,6 +87,8 @@ class Broker:
         # Set when the broker decides to stop on its own (the process then stops as on SIGTERM).
         self.shutdown_requested = asyncio.Event()
         self.port = 0
+        # A security setting that cannot be used (a key store, a JAAS config) is a ConfigError.
+        self.security = BrokerSecurity(config)
 
     async def start(self) -> None:
         self._create_dirs()
@@ -125,6 +131,9 @@ class Broker:
         self.balancer.start()
         self.cleaner.start()
         self.group_coordinator = self._start_group_coordinator()
+        security_store: SecurityStore = EmbeddedSecurityStore(self.store) if self.config.embedded \
+            else ZkSecurityStore(self.zk)
+        await self.security.start(security_store)
         # The transaction coordinator's connections to the other brokers (markers, verifications).
         self.txn_connections = BrokerConnections(self._inter_broker_client)
         self.txn_markers = TxnMarkerWriter(self.config.broker_id, self.replica_manager, self.metadata,
@@ -152,7 +161,9 @@ class Broker:
             mover=self.mover, commands=commands,
             inter_broker_listener=self.inter_broker_listener,
             broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1,
-            cluster_controller=self.membership.controller if self.membership is not None else None)
+            cluster_controller=self.membership.controller if self.membership is not None else None,
+            security=self.security, session=Session(self.security.listeners[self.listeners[0].name], "",
+                                                    self.security.authorizer, self.security.credential))
         loop = asyncio.get_running_loop()
         self._background = [
             loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
@@ -203,9 +214,11 @@ class Broker:
             broker_id=config.broker_id, fetch_max_wait_ms=config["replica.fetch.wait.max.ms"],
             fetch_min_bytes=config["replica.fetch.min.bytes"], partition_max_bytes=config["replica.fetch.max.bytes"],
             response_max_bytes=config["replica.fetch.response.max.bytes"],
-            backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"]))
+            backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"],
+            security=self.security.client))
         registration = BrokerRegistration(config.broker_id, advertised)
-        self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter)
+        self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter,
+                                            self.security.client)
         self.membership.controller_endpoint = lambda: endpoint_of(self.metadata.controller_id)
         self.dir_reports = LogDirReports(self.membership, self.log_manager, config["log.dir.failure.timeout.ms"],
                                          self.membership.controller_endpoint, self._shut_down)
@@ -216,10 +229,15 @@ class Broker:
                                       self.group_coordinator, self.membership.topic_configs,
                                       self.membership.forget_topic_configs, self._coordinators)
         self.membership.on_deleted_topics = commands.delete_replicas_of_deleted_topics
+        self.membership.on_user_changed = self.security.user_changed
+        self.membership.on_new_session = self.security.new_session
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:
             raise BrokerStartupError(str(exc)) from None
+        # Users changed between the security store's first load and the membership's first look at
+        # the config change notifications would be missed: read them all again.
+        await self.security.reload()
         self.dir_reports.start()
         return commands
 
@@ -313,7 +331,8 @@ class Broker:
     def _inter_broker_client(self, broker_id: int) -> BrokerClient | None:
         """A new connection to another broker's inter-broker listener (None: not known)."""
         found = self.metadata.broker(broker_id, self.inter_broker_listener)
-        return None if found is None else BrokerClient(found.host, found.port, client_id=f"broker-{self.config.broker_id}")
+        return None if found is None else BrokerClient(found.host, found.port, client_id=f"broker-{self.config.broker_id}",
+                                                       security=self.security.client)
 
     def _listen(self) -> None:
         for spec in self.listeners:
@@ -356,20 +375,33 @@ class Broker:
             client, address = await loop.sock_accept(server)
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(client, f"{address[0]}:{address[1]}", self._dispatcher_for(address[0], listener),
-                                    self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
-            task = loop.create_task(connection.serve())
+            task = loop.create_task(self._serve(client, address[0], f"{address[0]}:{address[1]}", listener))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
-    def _dispatcher_for(self, client_host: str, listener: str) -> Any:
-        """A dispatch function whose handlers see the connection's client address and listener."""
-        context = dataclasses.replace(self.context, client_host=client_host, listener_name=listener)
+    async def _serve(self, client: socket.socket, client_host: str, peer: str, listener: str) -> None:
+        """One accepted connection: its TLS handshake if any, then its requests."""
+        try:
+            stream, session = await self.security.open(client, listener, client_host)
+        except (TlsHandshakeFailed, OpenFailed) as exc:
+            log.info("closing connection from %s on listener %s: %s", peer, listener, exc)
+            return
+        connection = Connection(stream, peer, self._dispatcher_for(session, listener),
+                                self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
+        session.attach(connection)
+        await connection.serve()
+
+    def _dispatcher_for(self, session: Session, listener: str) -> Any:
+        """A dispatch function whose handlers see the connection's session and listener; requests
+        the session does not admit yet (before SASL authentication) close the connection."""
+        context = dataclasses.replace(self.context, client_host=session.client_host, listener_name=listener,
+                                      session=session)
 
         def dispatch(request: Request) -> Any:
             handler = HANDLERS.get(request.api_key)
             if handler is None or request.api_key not in context.handled_apis:
                 raise UnhandledApi(f"api key {request.api_key} is not served by this broker")
+            session.admit(request)
             return handler(request, context)
 
         return dispatch
@@ -406,6 +438,7 @@ class Broker:
         await self.balancer.stop()
         await self.mover.stop()
         await self.cleaner.stop()
+        await self.security.stop()
         self.log_manager.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -16,13 +16,14 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
+from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.topic_config import log_config_for
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
 from protocol.errors import ErrorCode
@@ -36,7 +37,8 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 
 class ClusterMembership:
     def __init__(self, config: BrokerConfig, zk: KafkaZk, replica_manager: ReplicaManager,
-                 registration: BrokerRegistration, inter_broker_listener: str) -> None:
+                 registration: BrokerRegistration, inter_broker_listener: str,
+                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
@@ -44,7 +46,8 @@ class ClusterMembership:
         self.registration = registration
         self.inter_broker_listener = inter_broker_listener
         self.broker_epoch = -1
-        self.controller = ZkController(config, zk, inter_broker_listener)
+        self.security = security  # how this broker connects to the others (and its controller to them)
+        self.controller = ZkController(config, zk, inter_broker_listener, security)
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._seen_config_changes: set[str] = set()
         self._session_lost = False
@@ -54,6 +57,10 @@ class ClusterMembership:
         # Told, after each registration, which of this broker's replicas are of topics deleted
         # while it was away (see ControllerCommands.delete_replicas_of_deleted_topics).
         self.on_deleted_topics: DeletedTopics | None = None
+        # Security (minikafka/security): a user's /config/users znode changed (its name as in the
+        # znode path), and a new session began whose watches must be set again.
+        self.on_user_changed: Callable[[str], Awaitable[None]] | None = None
+        self.on_new_session: Callable[[], Awaitable[None]] | None = None
 
     async def start(self) -> None:
         self.broker_epoch = await self._register()
@@ -125,6 +132,8 @@ class ClusterMembership:
         # Topics may have been deleted, or re-created with other configs, while it was cut off.
         self._topic_configs.clear()
         await self.zk.config_changes(self._config_changed)
+        if self.on_new_session is not None:
+            await self.on_new_session()
         self.controller.post(self.controller.controller_moved)
         await self._find_deleted_topics()
 
@@ -224,6 +233,8 @@ class ClusterMembership:
                 log.info("configs of topic %s are now %s", entity_name, configs)
             elif kind == "brokers":
                 await self._apply_broker_configs()
+            elif kind == "users" and self.on_user_changed is not None:
+                await self.on_user_changed(entity_name)
 
     async def _apply_broker_configs(self) -> None:
         own = await self.zk.entity_configs("brokers", str(self.broker_id)) or {}
@@ -265,7 +276,7 @@ class ClusterMembership:
         address = self.controller_endpoint()
         if address is None:
             return None
-        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}")
+        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}", security=self.security)
         try:
             response = await client.request(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
                                             {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, 30.0)

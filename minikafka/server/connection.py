@@ -1,9 +1,10 @@
 """One client connection: frames in, handler calls, responses out in request order.
 
-A connection owns its socket. The reader task splits the byte stream into frames and starts a
-handler task per request right away (so appends happen in request order); the writer task sends
-the responses in the order the requests came, record data straight from segment files with
-os.sendfile. A broken frame closes this connection only; pending work is failed with that cause.
+A connection owns its stream (a socket, plain or TLS: streams.py). The reader task splits the
+byte stream into frames and starts a handler task per request right away (so appends happen in
+request order); the writer task sends the responses in the order the requests came, record data
+straight from segment files with os.sendfile (on TLS, through the stream's buffer). A broken
+frame closes this connection only; pending work is failed with that cause.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+from minikafka.net.streams import ClientStream
 from minikafka.server import metrics
 from minikafka.waits import CURRENT_SCOPE, WaitScope
 from protocol import (
@@ -42,15 +43,19 @@ class UnhandledApi(ProtocolError):
 class Connection:
     """Serves the requests of one client socket. Touched only by its own two tasks."""
 
-    def __init__(self, sock: socket.socket, peer: str, dispatch: Callable[[Request], Awaitable[Any]],
+    def __init__(self, stream: ClientStream, peer: str, dispatch: Callable[[Request], Awaitable[Any]],
                  max_frame_size: int, max_in_flight: int) -> None:
-        self.sock = sock
+        self.stream = stream
         self.peer = peer
         self._dispatch = dispatch
         self._decoder = FrameDecoder(max_frame_size, RECV_SIZE)
         self._pending: asyncio.Queue[asyncio.Future[ResponseParts] | None] = asyncio.Queue(max_in_flight)
         self.close_reason: str | None = None
         self._waits = WaitScope()
+        # SASL (minikafka/security/session.py): frames that are bare tokens, not requests, after a
+        # v0 SaslHandshake; and a refused authentication, whose answer is the last thing sent.
+        self.raw_frames: Callable[[bytes], Coroutine[Any, Any, ResponseParts]] | None = None
+        self._close_after: asyncio.Future[ResponseParts] | None = None
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -78,18 +83,27 @@ class Connection:
             self._close_socket()
 
     async def _read_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             # Straight into the decoder's buffer, kept from one read to the next.
-            count = await loop.sock_recv_into(self.sock, self._decoder.writable())
+            count = await self.stream.recv_into(self._decoder.writable())
             if not count:
                 return
             for payload in self._decoder.wrote(count):
                 await self._pending.put(self._start(payload))
 
+    def limit_frames(self, max_frame_size: int) -> None:
+        """A larger frame from now on closes the connection."""
+        self._decoder.max_frame_size = max_frame_size
+
+    def close_after_response(self) -> None:
+        """Called by a request's handler: close once its response is sent."""
+        self._close_after = asyncio.current_task()
+
     def _start(self, payload: bytes) -> asyncio.Future[ResponseParts]:
         """Parse one frame and start its handler; the future yields the framed response parts."""
         loop = asyncio.get_running_loop()
+        if self.raw_frames is not None:
+            return loop.create_task(self.raw_frames(payload))
         try:
             request = parse_request(payload)
         except UnsupportedVersion as exc:
@@ -113,7 +127,6 @@ class Connection:
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
     async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             future = await self._pending.get()
             if future is None:
@@ -127,9 +140,14 @@ class Connection:
                 self._drain_pending()
                 return
             try:
-                await self._send(loop, parts)
+                await self._send(parts)
             finally:
                 _close_regions(parts)
+            if future is self._close_after:
+                self.close_reason = "authentication failed"
+                self._shutdown_socket()
+                self._drain_pending()
+                return
 
     def _drain_pending(self) -> None:
         while not self._pending.empty():
@@ -140,23 +158,27 @@ class Connection:
                 _close_regions(future.result())
             future.cancel()
 
-    async def _send(self, loop: asyncio.AbstractEventLoop, parts: ResponseParts) -> None:
+    async def _send(self, parts: ResponseParts) -> None:
         buffered: list[bytes | bytearray | memoryview] = []
         for part in parts:
             if isinstance(part, bytes | bytearray | memoryview):
                 buffered.append(part)
                 continue
             if buffered:
-                await loop.sock_sendall(self.sock, b"".join(buffered))
+                await self.stream.sendall(b"".join(buffered))
                 buffered = []
-            await self._sendfile(loop, part)
+            if self.stream.zero_copy:
+                await self._sendfile(part)
+            else:
+                await self.stream.send_region(part)
         if buffered:
-            await loop.sock_sendall(self.sock, b"".join(buffered))
+            await self.stream.sendall(b"".join(buffered))
 
-    async def _sendfile(self, loop: asyncio.AbstractEventLoop, region: Any) -> None:
+    async def _sendfile(self, region: Any) -> None:
         """Zero-copy: the kernel moves record bytes from the segment file to the socket."""
+        loop = asyncio.get_running_loop()
         offset, remaining = region.position, region.size
-        out_fd = self.sock.fileno()
+        out_fd = self.stream.fileno()
         while remaining > 0:
             try:
                 sent = os.sendfile(out_fd, region.fd, offset, remaining)
@@ -169,14 +191,10 @@ class Connection:
             remaining -= sent
 
     def _shutdown_socket(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        self.stream.shutdown()
 
     def _close_socket(self) -> None:
-        self._shutdown_socket()
-        self.sock.close()
+        self.stream.close()
 
 
 def _close_regions(parts: ResponseParts) -> None:

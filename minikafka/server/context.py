@@ -12,6 +12,8 @@ from minikafka.group.coordinator import GroupCoordinator
 from minikafka.metadata_cache import MetadataCache
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.security.manager import BrokerSecurity
+from minikafka.security.session import Session
 from minikafka.server.controller_commands import ControllerCommands
 from minikafka.storage.log_manager import LogManager
 from minikafka.txn.coordinator import TransactionCoordinator
@@ -46,6 +48,9 @@ class BrokerContext:
     broker_epoch: Callable[[], int] = field(default=lambda: -1, kw_only=True)
     # Cluster mode only: this broker's controller, active when ZooKeeper elected it.
     cluster_controller: ZkController | None = field(default=None, kw_only=True)
+    # TLS, SASL and ACLs: the broker's, and the connection's own session (its principal).
+    security: BrokerSecurity = field(kw_only=True)
+    session: Session = field(kw_only=True)
 
     @property
     def broker_id(self) -> int:

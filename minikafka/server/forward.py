@@ -18,7 +18,8 @@ async def to_controller(api_key: int, request: Request, ctx: BrokerContext, time
     controller = ctx.metadata.broker(ctx.metadata.controller_id, ctx.inter_broker_listener)
     if controller is None:
         return None
-    client = BrokerClient(controller.host, controller.port, client_id=f"broker-{ctx.broker_id}")
+    client = BrokerClient(controller.host, controller.port, client_id=f"broker-{ctx.broker_id}",
+                          security=ctx.security.client)
     try:
         return await client.request(api_key, request.api_version, request.body, timeout_s)
     except BrokerUnreachable as exc:

@@ -128,7 +128,7 @@ class LogDirReports:
         by_dir: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = {}
         for topic_id, index, directory in assignments:
             by_dir.setdefault(directory, {}).setdefault(topic_id, []).append(index)
-        client = BrokerClient(*address, client_id=f"broker-{membership.broker_id}")
+        client = BrokerClient(*address, client_id=f"broker-{membership.broker_id}", security=membership.security)
         try:
             response = await client.request(ASSIGN_REPLICAS_TO_DIRS, ASSIGN_REPLICAS_TO_DIRS_VERSION, {
                 "broker_id": membership.broker_id, "broker_epoch": membership.broker_epoch,

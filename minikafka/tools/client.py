@@ -4,18 +4,24 @@ package (so the tools need nothing the broker does not; kafka-python is a test d
 ``Connection`` is one socket to one broker, asking its API versions once; ``Cluster`` is what a
 bootstrap broker's Metadata says (brokers, replicas and leaders per partition) with a connection
 per broker opened on first use.  Everything an operator must fix is a ``ToolError`` whose message
-says what; the tools print it and exit 2.
+says what; the tools print it and exit 2.  ``ClientSecurity`` is a ``--command-config`` file's
+TLS and SASL settings (Kafka's client keys), for a broker's secured listeners.
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from minikafka.config import read_properties
+from minikafka.security.client import SaslLoginFailed, login_steps
+from minikafka.security.jaas import parse_jaas_config
+from minikafka.security.sasl import SaslLogin
 from protocol import SUPPORTED_APIS, ErrorCode, encode_request, parse_response
 
 (METADATA, DESCRIBE_CONFIGS, API_VERSIONS, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS,
@@ -34,14 +40,75 @@ class ToolError(Exception):
     """Something the operator must fix; the message says what, and nothing was changed."""
 
 
-class Connection:
-    """One blocking connection to one broker; the versions it speaks are asked once."""
+@dataclass(frozen=True)
+class ClientSecurity:
+    """A ``--command-config`` file: Kafka's client keys security.protocol, ssl.truststore.location
+    (PEM), ssl.keystore.location (PEM key and certificate), ssl.key.password,
+    ssl.endpoint.identification.algorithm, sasl.mechanism and sasl.jaas.config (username and
+    password of PlainLoginModule or ScramLoginModule)."""
 
-    def __init__(self, host: str, port: int, client_id: str = "minikafka-tools", timeout: float = 15.0) -> None:
+    tls: ssl.SSLContext | None = None
+    login: SaslLogin | None = None
+
+    @classmethod
+    def from_file(cls, path: str | None) -> ClientSecurity:
+        if path is None:
+            return cls()
+        try:
+            with open(path, encoding="utf-8") as f:
+                props = read_properties(f.read(), path)
+        except OSError as exc:
+            raise ToolError(f"cannot read --command-config {path}: {exc.strerror}") from None
+        protocol = props.get("security.protocol", "PLAINTEXT").upper()
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ToolError(f"{path}: security.protocol {protocol!r} is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+        tls = _tls_context(props, path) if protocol.endswith("SSL") else None
+        login = None
+        if protocol.startswith("SASL_"):
+            mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
+            if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+                raise ToolError(f"{path}: sasl.mechanism {mechanism} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+            try:
+                credentials = parse_jaas_config(props.get("sasl.jaas.config", "")).credentials
+            except ValueError as exc:
+                raise ToolError(f"{path}: sasl.jaas.config: {exc}") from None
+            if credentials is None:
+                raise ToolError(f'{path}: sasl.jaas.config needs username="..." password="..."')
+            login = SaslLogin(mechanism, *credentials)
+        return cls(tls, login)
+
+
+def add_command_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client settings for a secured listener, Kafka's keys (security.protocol, "
+                             "ssl.truststore.location, sasl.mechanism, sasl.jaas.config, ...)")
+
+
+def _tls_context(props: Mapping[str, str], path: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=props.get("ssl.truststore.location") or None)
+    context.check_hostname = props.get("ssl.endpoint.identification.algorithm", "https").lower() == "https"
+    keystore = props.get("ssl.keystore.location")
+    try:
+        if keystore:
+            context.load_cert_chain(keystore, password=props.get("ssl.key.password") or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ToolError(f"{path}: ssl.keystore.location {keystore}: {exc}") from None
+    return context
+
+
+class Connection:
+    """One blocking connection to one broker; the versions it speaks are asked once, then (with
+    SASL) it logs in."""
+
+    def __init__(self, host: str, port: int, client_id: str = "minikafka-tools", timeout: float = 15.0,
+                 security: ClientSecurity | None = None) -> None:
         self.address = f"{host}:{port}"
         self.client_id = client_id
+        security = security or ClientSecurity()
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout)
+            if security.tls is not None:
+                self.sock = security.tls.wrap_socket(self.sock, server_hostname=host)
         except OSError as exc:
             raise ToolError(f"cannot connect to {self.address}: {exc.strerror or exc}") from None
         self._correlation_id = 0
@@ -49,6 +116,19 @@ class Connection:
         if response.error_code:
             raise ToolError(f"{self.address} refused ApiVersions: {ErrorCode(response.error_code).name}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        if security.login is not None:
+            self._login(security.login)
+
+    def _login(self, login: SaslLogin) -> None:
+        steps = login_steps(login)
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(self._send(*request))
+        except StopIteration:
+            return
+        except SaslLoginFailed as exc:
+            raise ToolError(f"{self.address}: {exc}") from None
 
     def close(self) -> None:
         self.sock.close()
@@ -66,7 +146,7 @@ class Connection:
         version = self.version_of(api_key)
         return version, self._send(api_key, version, body)
 
-    def _send(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    def _send(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
         self._correlation_id += 1
         try:
             self.sock.sendall(encode_request(api_key, version, self._correlation_id, self.client_id, body))
@@ -108,18 +188,21 @@ class Cluster:
     leaders: dict[tuple[str, int], int] = field(default_factory=dict)  # -> leader id (-1: none)
     client_id: str = "minikafka-tools"
     connections: dict[int, Connection] = field(default_factory=dict)
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
     @classmethod
-    def discover(cls, bootstrap: str, client_id: str = "minikafka-tools") -> Cluster:
+    def discover(cls, bootstrap: str, client_id: str = "minikafka-tools",
+                 security: ClientSecurity | None = None) -> Cluster:
         errors = []
+        security = security or ClientSecurity()
         for host, port in _addresses(bootstrap):
             try:
-                connection = Connection(host, port, client_id)
+                connection = Connection(host, port, client_id, security=security)
             except ToolError as exc:
                 errors.append(str(exc))
                 continue
             try:
-                found = cls({}, {}, client_id=client_id)
+                found = cls({}, {}, client_id=client_id, security=security)
                 found._load(connection)
             except BaseException:
                 connection.close()
@@ -155,7 +238,7 @@ class Cluster:
             if broker not in self.brokers:
                 raise ToolError(f"broker {broker} is not in the cluster (brokers: {sorted(self.brokers)})")
             host, port = self.brokers[broker]
-            self.connections[broker] = Connection(host, port, self.client_id)
+            self.connections[broker] = Connection(host, port, self.client_id, security=self.security)
         return self.connections[broker]
 
     def any_connection(self) -> Connection:

@@ -38,8 +38,10 @@ from minikafka.replica.balance_plan import BalancePlan, DirLoad, ReplicaLoad, pl
 from minikafka.tools.client import (
     ALTER_REPLICA_LOG_DIRS,
     Action,
+    ClientSecurity,
     Cluster,
     ToolError,
+    add_command_config,
     file_system,
     move_error,
     run_action,
@@ -126,7 +128,7 @@ def problems(document: dict[str, Any]) -> list[str]:
 
 
 def describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         brokers = _broker_list(args.broker_list, cluster)
         topics = {t.strip() for t in args.topic_list.split(",") if t.strip()} if args.topic_list else None
@@ -251,7 +253,7 @@ def move(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         assignments = parse_assignment(text)
     except ToolError as exc:
         raise ToolError(f"{args.assignment}: {exc}") from None
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         try:
             plan = plan_moves(cluster, assignments)
@@ -282,7 +284,7 @@ def watch(cluster: Cluster, brokers: list[int], wanted: dict[tuple[int, str, int
 
 
 def progress(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         return watch(cluster, _broker_list(args.broker_list, cluster), None, args, out)
     finally:
@@ -337,7 +339,7 @@ def print_plan(broker: int, plan: BalancePlan, out: TextIO) -> None:
 def balance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.threshold is not None and not 0 <= args.threshold <= 100:
         raise ToolError(f"--threshold: must be between 0 and 100, not {args.threshold:g}")
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         brokers = _broker_list(args.broker_list, cluster)
         plans = {broker: plan_for(cluster, broker, args) for broker in brokers}
@@ -368,6 +370,7 @@ ACTIONS: dict[str, Action] = {"describe": describe, "move": move, "progress": pr
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
                         help="a broker to ask (needed by --describe, --move, --progress)")
+    add_command_config(parser)
     parser.add_argument("--describe", action="store_true", help="print the log dirs of brokers (Kafka's JSON)")
     parser.add_argument("--broker-list", metavar="ID,ID", help="brokers to describe or watch (default: all)")
     parser.add_argument("--topic-list", metavar="TOPIC,TOPIC", help="topics to describe (default: all)")

@@ -36,8 +36,10 @@ from minikafka.tools.client import (
     INCREMENTAL_ALTER_CONFIGS,
     LIST_PARTITION_REASSIGNMENTS,
     Action,
+    ClientSecurity,
     Cluster,
     ToolError,
+    add_command_config,
     run_action,
 )
 from minikafka.tools.log_dirs import Assignment, send_moves
@@ -223,7 +225,7 @@ def _positive(value: int | None, option: str) -> int | None:
 def execute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     rate = _positive(args.throttle, "--throttle")
     log_dirs_rate = _positive(args.replica_alter_log_dirs_throttle, "--replica-alter-log-dirs-throttle")
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         placements = load_plan(args, cluster)
         controller = cluster.any_connection()
@@ -334,7 +336,7 @@ def verify_lines(placements: list[PartitionPlacement], snapshot: Snapshot) -> tu
 
 
 def verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         placements = load_plan(args, cluster)
         dir_brokers = sorted({b for p in placements for b, _ in p.dir_moves()})
@@ -359,7 +361,7 @@ def verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cancel(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         placements = load_plan(args, cluster)
         failures = reassign(cluster, [(p.topic, p.partition, None) for p in placements],
@@ -388,7 +390,7 @@ def cancel(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def list_reassignments(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         ongoing = reassignments_of(cluster)
     finally:
@@ -408,7 +410,7 @@ def _ids(brokers: Iterable[int]) -> str:
 
 
 def watch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         followed = followed_by(load_plan(args, cluster)) if args.reassignment_json_file else Followed()
         return follow(lambda: take_snapshot(cluster), followed, out, args.interval, args.timeout,
@@ -424,7 +426,7 @@ def propose(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.broker_list:
         raise ToolError("--generate needs --broker-list ID,ID,...")
     brokers = parse_broker_list(args.broker_list)
-    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID)
+    cluster = Cluster.discover(args.bootstrap_server, CLIENT_ID, ClientSecurity.from_file(args.command_config))
     try:
         for i, topic in enumerate(topics):
             if topic not in cluster.topics():
@@ -457,6 +459,7 @@ ACTIONS: dict[str, Action] = {"execute": execute, "verify": verify, "cancel": ca
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help="a broker to ask")
+    add_command_config(parser)
     for name, text in (("execute", "start the reassignment of --reassignment-json-file"),
                        ("verify", "say which partitions of the file are done, moving or failed; once all are "
                                   "done, remove the throttles"),

@@ -333,14 +333,17 @@ class KafkaZk:
             raise StaleState(path) from None
         return int(stat.version)
 
-    async def delete(self, path: str, recursive: bool = False) -> None:
+    async def delete(self, path: str, recursive: bool = False, version: int = -1) -> None:
+        """Delete (if present); with ``version``, only at that version (StaleState otherwise)."""
         try:
             if recursive:
                 for child in await self.children(path):
                     await self.delete(f"{path}/{child}", recursive=True)
-            await self._call(self.client.delete_async(path))
+            await self._call(self.client.delete_async(path, version))
         except NoNodeError:
             pass
+        except BadVersionError:
+            raise StaleState(path) from None
         except NotEmptyError:  # a child appeared meanwhile
             await self.delete(path, recursive=True)
 

@@ -3,7 +3,7 @@ brought up by docker-compose with a real Docker engine, an RF 3 topic produced t
 and consumed from the host, broker-2 stopped under load with ``docker-compose stop``, nothing
 acknowledged lost, and everything brought down with no container, volume or daemon left; and
 docker-compose.embedded.yml, the single broker, keeping its records on its two volumes across a
-new container.
+new container; and docker-compose.secure.yml, the cluster with TLS, SCRAM and ACLs.
 
 The engine here has no networking of its own, so the containers use the host's network: the tests
 run the repository's compose files with their published ports removed and ``network_mode: host``
@@ -26,11 +26,33 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from confluent_kafka.admin import NewTopic as ConfluentNewTopic
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from tests.docker.engine import PYTHON_BASE, ZOOKEEPER_BASE, DockerEngine, EngineFailed, engine_unavailable
 from tests.integration.broker_process import HOST, REPO_ROOT, KafkaWire, free_port, wait_until
+from tests.integration.clients import confluent_produce, kafka_python_consume
+from tests.integration.security import (
+    Certs,
+    confluent_refusal,
+    confluent_sasl,
+    confluent_tls,
+    kafka_python_sasl,
+    kcat_args,
+)
 from tests.system.load import (
     ConsumerRun,
     ProducerRun,
@@ -179,6 +201,68 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
     finally:
         compose.down()
     print(f"docker test: the cluster's test took {time.monotonic() - started:.0f}s")
+
+
+@pytest.mark.timeout(1200)
+def test_secure_compose_cluster_takes_only_authenticated_authorized_clients(engine: DockerEngine, image: str,
+                                                                         tmp_path: Path) -> None:
+    """docker-compose.secure.yml: the certificates made with config/secure/make-certs.sh, three
+    brokers on SASL_SSL (SCRAM) replicating over SASL_SSL, ACLs on. The super user admin makes a
+    user and its ACLs; that user produces and reads (confluent-kafka, kafka-python, kcat) while a
+    broker is stopped and started; a client without credentials is refused."""
+    started = time.monotonic()
+    certs = Certs(tmp_path / "secrets").make(*(f"broker-{b}" for b in BROKERS))
+    zookeeper_port = free_port()
+    ports = {b: (free_port(), free_port(), free_port()) for b in BROKERS}  # client, internal, metrics
+    variables = {"MINIKAFKA_IMAGE": image, "ZOOKEEPER_CONNECT": f"{HOST}:{zookeeper_port}/minikafka",
+                 "MINIKAFKA_SECRETS": str(certs.dir), "MINIKAFKA_ADMIN_PASSWORD": "compose-admin-secret"}
+    for b, (client, internal, metrics) in ports.items():
+        variables |= {f"MINIKAFKA_PORT_{b}": str(client), f"MINIKAFKA_INTERNAL_PORT_{b}": str(internal),
+                      f"MINIKAFKA_METRICS_PORT_{b}": str(metrics), f"MINIKAFKA_INTERNAL_HOST_{b}": HOST}
+    compose = Compose(engine, host_network_compose(tmp_path, "docker-compose.secure.yml", zookeeper_port), variables)
+    bootstrap = ",".join(f"{HOST}:{ports[b][0]}" for b in BROKERS)
+    admin_settings = confluent_sasl("SCRAM-SHA-512", "admin", "compose-admin-secret", certs)
+    alice = confluent_sasl("SCRAM-SHA-256", "alice", "alice-secret", certs)
+    try:
+        compose("up", "-d", "--no-build")
+        wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
+                   interval=1, what="every broker container healthy")
+        admin = AdminClient({"bootstrap.servers": bootstrap, **admin_settings})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, interval=0.5, what="three brokers")
+        for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret")]).values():
+            future.result(30)
+        grants = [AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:alice", "*", operation,
+                             AclPermissionType.ALLOW) for operation in (AclOperation.WRITE, AclOperation.READ)]
+        grants.append(AclBinding(ResourceType.GROUP, "*", ResourcePatternType.LITERAL, "User:alice", "*",
+                                 AclOperation.READ, AclPermissionType.ALLOW))
+        for future in admin.create_acls(grants).values():
+            future.result(30)
+        for future in admin.create_topics([ConfluentNewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})
+                                           ]).values():
+            future.result(30)
+        # Without credentials (TLS alone) a client is refused; with a wrong password too.
+        anonymous = AdminClient({"bootstrap.servers": bootstrap, **confluent_tls(certs)})
+        with pytest.raises(KafkaException):
+            anonymous.list_topics(timeout=5)  # its Metadata request closes its connection
+        confluent_refusal(bootstrap, confluent_sasl("SCRAM-SHA-256", "alice", "wrong", certs))
+        acked = confluent_produce(bootstrap, TOPIC, [(b"k%d" % i, b"before %d" % i) for i in range(300)], **alice)
+        compose("stop", "broker-2")
+        acked += confluent_produce(bootstrap, TOPIC, [(b"k%d" % i, b"during %d" % i) for i in range(300, 600)],
+                                   **alice)
+        compose("start", "broker-2")
+        wait_until(lambda: all(len(p.isrs) == 3 for p in admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+                               .partitions.values()), 120, interval=0.5, what="broker-2 back in every ISR")
+        read = kafka_python_consume(bootstrap, TOPIC, range(3), **kafka_python_sasl(
+            "SCRAM-SHA-256", "alice", "alice-secret", certs))
+        assert sorted((r.partition, r.offset) for r in read) == sorted(acked)
+        kcat = subprocess.run(["kcat", "-b", bootstrap, *kcat_args(alice), "-C", "-t", TOPIC, "-e", "-q",
+                               "-o", "beginning"], capture_output=True, text=True,
+                              timeout=120)
+        assert kcat.returncode == 0 and kcat.stdout.count("during") == 300, kcat.stderr[-2000:]
+    finally:
+        compose.down()
+    print(f"docker test: the secure cluster's test took {time.monotonic() - started:.0f}s")
 
 
 @pytest.mark.timeout(600)

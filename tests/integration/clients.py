@@ -149,11 +149,11 @@ def kafka_python_produce(
 
 def kafka_python_consume(
     bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0,
-    isolation_level: str = "read_uncommitted",
+    isolation_level: str = "read_uncommitted", **config: object,
 ) -> list[ReadRecord]:
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-        isolation_level=isolation_level,
+        isolation_level=isolation_level, **config,
     )
     try:
         tps = [KpTopicPartition(topic, p) for p in partitions]

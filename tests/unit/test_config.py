@@ -97,10 +97,30 @@ def test_advertised_port_zero_is_the_bound_one_per_listener_name():
     ("SASL_SSL://127.0.0.1:9093", None, "SASL_SSL"),
     ("PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093", "PLAINTEXT:PLAINTEXT,SECURE:SSL", "SSL"),
 ])
-def test_a_listener_of_an_unimplemented_protocol_is_refused(listeners, protocol_map, protocol):
-    raw = {"listeners": listeners, **({"listener.security.protocol.map": protocol_map} if protocol_map else {})}
-    with pytest.raises(ConfigError, match=f"security protocol {protocol}, which minikafka does not implement"):
-        BrokerConfig(raw)
+def test_secured_listeners_have_their_security_protocol(listeners, protocol_map, protocol):
+    name = listeners.rsplit(",", 1)[-1].split(":")[0]
+    raw = {"listeners": listeners, "inter.broker.listener.name": name,
+           **({"listener.security.protocol.map": protocol_map} if protocol_map else {})}
+    assert BrokerConfig(raw).security_protocol_of(name) == protocol
+
+
+def test_security_inter_broker_protocol_names_the_inter_broker_listener():
+    config = BrokerConfig({"listeners": "SASL_SSL://127.0.0.1:9093", "security.inter.broker.protocol": "SASL_SSL"})
+    assert config.inter_broker_listener_name == "SASL_SSL"
+
+
+def test_per_listener_keys_override_the_broker_wide_ones(caplog):
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+                           "ssl.client.auth": "requested", "listener.name.ssl.ssl.client.auth": "required",
+                           "listener.name.ssl.plain.sasl.jaas.config": "module required;",
+                           "listener.name.ssl.log.dirs": "/x"})
+    assert config.listener_value("SSL", "ssl.client.auth") == "required"
+    assert config.listener_value("PLAINTEXT", "ssl.client.auth") == "requested"
+    assert config.listener_key("SSL", "ssl.client.auth") == "listener.name.ssl.ssl.client.auth"
+    assert config.jaas_config("SSL", "PLAIN") == "module required;"
+    assert "listener.name.ssl.log.dirs" in caplog.text  # not a key that can be set per listener
+    with pytest.raises(ConfigError, match="'listener.name.ssl.ssl.client.auth'"):
+        BrokerConfig({"listener.name.ssl.ssl.client.auth": "always"})
 
 
 @pytest.mark.parametrize("raw,key", [

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker, may_on_topic, may_on_transactional_id
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -31,6 +33,15 @@ def _topic_results(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, An
 async def _add(ctx: BrokerContext, transactional_id: str, producer_id: int, epoch: int, topics: Any,
                verify_only: bool, fenced: ErrorCode) -> dict[TopicPartition, ErrorCode]:
     wanted = [(topic.name, index) for topic in topics for index in topic.partitions]
+    if not verify_only:
+        # Kafka's checks: WRITE on the transactional id, then on each topic; nothing is added
+        # unless everything may be.
+        if not may_on_transactional_id(ctx, AclOperation.WRITE, transactional_id):
+            return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = {tp for tp in wanted if not may_on_topic(ctx, AclOperation.WRITE, tp[0])}
+        if denied:
+            return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                    for tp in wanted}
     unknown = {tp for tp in wanted if ctx.metadata.partition(*tp) is None}
     if verify_only:
         return ctx.txns.verify(transactional_id, producer_id, epoch, wanted)
@@ -49,6 +60,9 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         errors = await _add(ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                             body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, fenced)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+    if not from_a_broker(ctx):  # v4+ comes from partition leaders verifying (KIP-890)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
     results = []
     for txn in body.transactions:
         errors = await _add(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.config import DEFINITIONS, ConfigType, config_type_of, format_value
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_topic
 from minikafka.topic_config import TOPIC_CONFIGS, topic_config_value
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -82,6 +84,10 @@ async def _alter(resource: Any, incremental: bool, validate_only: bool, ctx: Bro
         return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
     name = resource.resource_name
     changes = resource.configs if incremental else [_AsSet(c.name, c.value) for c in resource.configs]
+    if resource.resource_type == TOPIC_RESOURCE and not may_on_topic(ctx, AclOperation.ALTER_CONFIGS, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    if resource.resource_type == BROKER_RESOURCE and not ctx.session.allowed_on_cluster(AclOperation.ALTER_CONFIGS):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
     if resource.resource_type == TOPIC_RESOURCE:
         topic_configs = await ctx.controller.topic_configs(name)
         if topic_configs is None:

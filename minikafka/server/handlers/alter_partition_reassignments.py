@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
 from protocol import Request
@@ -22,6 +23,9 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     wanted: dict[tuple[str, int], list[int] | None] = {
         (t.name, p.partition_index): p.replicas for t in body.topics for p in t.partitions}
     allow_rf_change = body.get("allow_replication_factor_change", True)
+    if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
+        return {**_respond(request, {}), "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Authorization failed."}
     controller = ctx.cluster_controller
     if controller is None:
         return _respond(request, {tp: _embedded(tp, target, ctx) for tp, target in wanted.items()})

@@ -15,6 +15,7 @@ import logging
 import os
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log import future_dir_name
@@ -34,8 +35,9 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 wanted.pop((topic.name, index), None)  # the last one given decides
                 wanted[(topic.name, index)] = log_dir.path
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    allowed = ctx.session.allowed_on_cluster(AclOperation.ALTER)
     for (topic, index), path in wanted.items():
-        error = await alter(topic, index, path, ctx)
+        error = await alter(topic, index, path, ctx) if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error})
     return {"throttle_time_ms": 0,
             "results": [{"topic_name": topic, "partitions": partitions} for topic, partitions in by_topic.items()]}

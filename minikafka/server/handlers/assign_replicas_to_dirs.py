@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -19,7 +20,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     assignments = [(topic.topic_id, p.partition_index, directory.id)
                    for directory in body.directories for topic in directory.topics for p in topic.partitions]
     results: dict[tuple[uuid.UUID, int], ErrorCode] = {}
-    if ctx.listener_name != ctx.inter_broker_listener:
+    if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     elif controller is None or not controller.active:
         error = ErrorCode.NOT_CONTROLLER

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -16,7 +17,7 @@ log = logging.getLogger(__name__)
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     controller = ctx.cluster_controller
-    if ctx.listener_name != ctx.inter_broker_listener:
+    if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     if controller is None or not controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}

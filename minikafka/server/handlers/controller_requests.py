@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -25,6 +26,10 @@ def refusal(request: Request, ctx: BrokerContext, controller_id: int, controller
     if ctx.listener_name != ctx.inter_broker_listener:
         log.warning("refused %s from %s on listener %s: controller requests come on %s", type_name(request),
                     ctx.client_host, ctx.listener_name, ctx.inter_broker_listener)
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if not from_a_broker(ctx):
+        log.warning("refused %s from %s: %s may not act as a broker (CLUSTER_ACTION on the cluster; brokers "
+                    "authenticate as super users)", type_name(request), ctx.client_host, ctx.session.principal)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     # The broker epoch (the zxid of this broker's registration) is known only to the controller
     # that read it from ZooKeeper: a request without it, or with another one, is not the controller's.

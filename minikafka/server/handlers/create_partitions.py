@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -25,6 +27,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         message: str | None
         if counts[topic.name] > 1:
             error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic in the request"
+        elif not may_on_topic(ctx, AclOperation.ALTER, topic.name):
+            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         else:
             error, message = await _create(topic, body.validate_only, ctx)
         results.append({"name": topic.name, "error_code": error, "error_message": message})

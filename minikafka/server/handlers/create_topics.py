@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_create_topic
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -21,6 +22,10 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         if counts[creatable.name] > 1:
             results.append({"name": creatable.name, "error_code": ErrorCode.INVALID_REQUEST,
                             "error_message": "Create topics request from client contains a duplicate topic name"})
+            continue
+        if not may_create_topic(ctx, creatable.name):
+            results.append({"name": creatable.name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            "error_message": "Authorization failed."})
             continue
         results.append(await _create(creatable, body.validate_only, ctx))
     return {"throttle_time_ms": 0, "topics": results}

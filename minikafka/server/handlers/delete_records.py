@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -16,7 +18,12 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     moved = False
     for topic in request.body.topics:
         partitions = []
+        allowed = may_on_topic(ctx, AclOperation.DELETE, topic.name)
         for p in topic.partitions:
+            if not allowed:
+                partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+                continue
             error, low_watermark = ctx.replica_manager.delete_records(topic.name, p.partition_index, p.offset)
             moved |= error == ErrorCode.NONE
             partitions.append({"partition_index": p.partition_index, "low_watermark": low_watermark,

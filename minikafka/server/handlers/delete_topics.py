@@ -6,7 +6,9 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -21,6 +23,9 @@ async def _delete(name: str | None, topic_id: uuid.UUID, ctx: BrokerContext) -> 
             return {"name": None, "topic_id": topic_id, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
                     "error_message": f"Topic id {topic_id} does not exist"}
         name = state.name
+    if not may_on_topic(ctx, AclOperation.DELETE, name):
+        return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": "Authorization failed."}
     error, message = await ctx.controller.delete_topic(name)
     if error == ErrorCode.NONE:
         ctx.groups.on_topic_deleted(name)

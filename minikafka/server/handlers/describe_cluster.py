@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import authorized_operations
 from protocol import Request
 from protocol.errors import ErrorCode
 
 API_KEY = 60
 BROKERS_ENDPOINT = 1
+NOT_REQUESTED = -(2**31)
+CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                      AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                      AclOperation.DESCRIBE)
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
@@ -26,4 +32,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         "controller_id": ctx.metadata.controller_id,
         "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
                     for b in ctx.metadata.brokers(ctx.listener_name).values()],
+        "cluster_authorized_operations": authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME,
+                                                               CLUSTER_OPERATIONS)
+        if request.body.include_cluster_authorized_operations else NOT_REQUESTED,
     }

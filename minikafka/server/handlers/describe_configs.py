@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.config import DEFINITIONS, ConfigSource, config_type_of, format_value
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_topic
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -24,7 +26,13 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         result: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name,
                                   "configs": []}
-        if resource.resource_type == TOPIC_RESOURCE:
+        if resource.resource_type == TOPIC_RESOURCE \
+                and not may_on_topic(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_name):
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        elif resource.resource_type == BROKER_RESOURCE \
+                and not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE_CONFIGS):
+            result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        elif resource.resource_type == TOPIC_RESOURCE:
             topic_configs = await ctx.controller.topic_configs(resource.resource_name)
             if topic_configs is None:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -51,6 +59,11 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _shown(name: str, value: str | None) -> str | None:
+    """A secret (a password, a private key) is never shown: null, as Kafka answers."""
+    return None if DEFINITIONS[name].sensitive else value
+
+
 def _broker_synonyms(name: str, ctx: BrokerContext) -> list[dict[str, Any]]:
     """Every value a broker key has, most to least precedent (Kafka's synonym order)."""
     config = ctx.config
@@ -62,7 +75,7 @@ def _broker_synonyms(name: str, ctx: BrokerContext) -> list[dict[str, Any]]:
     if name in config.explicit:
         found.append((format_value(config.values[name]), ConfigSource.STATIC_BROKER_CONFIG))
     found.append((format_value(DEFINITIONS[name].default), ConfigSource.DEFAULT_CONFIG))
-    return [{"name": name, "value": value, "source": source} for value, source in found]
+    return [{"name": name, "value": _shown(name, value), "source": source} for value, source in found]
 
 
 def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
@@ -81,11 +94,11 @@ def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, sy
 
 def _broker_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
     definition = DEFINITIONS[name]
-    value = format_value(ctx.config[name])
+    value = _shown(name, format_value(ctx.config[name]))
     source = ctx.config.source_of(name)
     entry: dict[str, Any] = {"name": name, "value": value, "read_only": not definition.dynamic,
                              "config_source": source, "is_default": source == ConfigSource.DEFAULT_CONFIG,
-                             "is_sensitive": False, "config_type": config_type_of(definition), "synonyms": [],
+                             "is_sensitive": definition.sensitive, "config_type": config_type_of(definition), "synonyms": [],
                              "documentation": definition.doc}
     if synonyms:
         entry["synonyms"] = _broker_synonyms(name, ctx)

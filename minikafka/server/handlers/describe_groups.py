@@ -4,22 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import authorized_operations, may_on_group
 from protocol import Request
 from protocol.errors import ErrorCode
 
 API_KEY = 15
 NOT_REQUESTED = -(2**31)
-# READ, DELETE and DESCRIBE (Kafka's AclOperation codes 3, 6, 8): everything a group allows,
-# as there are no ACLs here.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# Everything a group allows (KIP-430).
+GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE)
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
-    operations = GROUP_OPERATIONS if body.include_authorized_operations else NOT_REQUESTED
     described = []
     for group_id in body.groups:
+        operations = authorized_operations(ctx, ResourceType.GROUP, group_id, GROUP_OPERATIONS) \
+            if body.include_authorized_operations else NOT_REQUESTED
+        if not may_on_group(ctx, AclOperation.DESCRIBE, group_id):
+            described.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                              "group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "",
+                              "members": [], "authorized_operations": operations})
+            continue
         error, description = ctx.groups.describe_group(group_id)
         if description is not None:
             described.append({"error_code": ErrorCode.NONE, "error_message": None, **description,

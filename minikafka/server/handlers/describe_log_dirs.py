@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from minikafka.replica.log_dir_mover import MOVE_ERROR_TAG
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.storage.errors import KafkaStorageError
 from protocol import Request
@@ -32,6 +33,8 @@ Wanted = dict[str, set[int]] | None
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     topics = request.body.topics
+    if not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted: Wanted = None if topics is None else defaultdict(set)
     for topic in topics or []:
         wanted[topic.topic].update(topic.partitions)  # type: ignore[index]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_topic, may_on_transactional_id
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -13,13 +15,16 @@ API_KEY = 65
 
 def _describe(transactional_id: str, ctx: BrokerContext) -> dict[str, Any]:
     error, found = ctx.txns.describe(transactional_id)
+    if not may_on_transactional_id(ctx, AclOperation.DESCRIBE, transactional_id):
+        error, found = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
     if found is None:
         return {"error_code": error, "transactional_id": transactional_id, "transaction_state": "",
                 "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
                 "producer_epoch": -1, "topics": []}
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(found.partitions):
-        by_topic.setdefault(topic, []).append(index)
+        if may_on_topic(ctx, AclOperation.DESCRIBE, topic):  # the others are left out, as in Kafka
+            by_topic.setdefault(topic, []).append(index)
     return {"error_code": ErrorCode.NONE, "transactional_id": transactional_id,
             "transaction_state": found.state.display_name, "transaction_timeout_ms": found.timeout_ms,
             "transaction_start_time_ms": found.start_ms, "producer_id": found.producer_id,

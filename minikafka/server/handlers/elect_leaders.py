@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
 from protocol import Request
@@ -21,6 +22,9 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     wanted = None if body.topic_partitions is None else [
         (t.topic, p) for t in body.topic_partitions for p in t.partitions]
     election = body.get("election_type", PREFERRED)
+    if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
+        denied = _answer(wanted or [], (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."))
+        return {**denied, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     if election != PREFERRED:
         return _answer(wanted or [], (ErrorCode.INVALID_REQUEST, "only preferred leader election is served"))
     controller = ctx.cluster_controller

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.add_partitions_to_txn import fenced_error
+from minikafka.server.handlers.authorization import may_on_transactional_id
 from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 26
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
+    if not may_on_transactional_id(ctx, AclOperation.WRITE, body.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": body.producer_id, "producer_epoch": body.producer_epoch}
     error = await ctx.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
                                    fenced_error(request.api_version))
     # v5 (KIP-890's second part) gives back the producer's id and epoch: unchanged, as this

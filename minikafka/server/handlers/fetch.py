@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.replica.replica_manager import FetchRequestPartition
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -24,16 +26,23 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     by_id = request.api_version >= 13
     replica_id = body.replica_id if request.api_version <= 14 else body.replica_state.replica_id
     read_committed = request.api_version >= 4 and body.isolation_level == READ_COMMITTED
+    # A follower's fetch needs CLUSTER_ACTION (it is a broker), a consumer's READ on each topic.
+    follower_allowed = replica_id < 0 or from_a_broker(ctx)
     wanted: list[FetchRequestPartition] = []
-    layout: list[tuple[Any, str | None, list[tuple[int, int | None]]]] = []
+    layout: list[tuple[Any, str | None, list[tuple[int, int | ErrorCode | None]]]] = []
     for topic in body.topics:
         if by_id:
             state = ctx.metadata.topic_by_id(topic.topic_id)
             name = state.name if state is not None else None
         else:
             name = topic.topic
-        slots: list[tuple[int, int | None]] = []
+        allowed = follower_allowed and (name is None or replica_id >= 0
+                                        or may_on_topic(ctx, AclOperation.READ, name))
+        slots: list[tuple[int, int | ErrorCode | None]] = []
         for p in topic.partitions:
+            if not allowed:
+                slots.append((p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if name is None:
                 slots.append((p.partition, None))
                 continue
@@ -47,8 +56,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     for topic, name, slots in layout:
         partitions = []
         for index, slot in slots:
-            if slot is None:
-                partitions.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+            if slot is None or isinstance(slot, ErrorCode):
+                partitions.append({"partition_index": index, "error_code": slot or ErrorCode.UNKNOWN_TOPIC_ID,
                                    "high_watermark": -1, "records": b""})
                 continue
             result = results[slot]

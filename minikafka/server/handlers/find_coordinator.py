@@ -8,7 +8,9 @@ import logging
 from typing import Any
 
 from minikafka.controller.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -33,7 +35,12 @@ async def ensure_offsets_topic(ctx: BrokerContext) -> None:
 def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
     node = None
     message: str | None
-    if key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+    if key_type == GROUP_KEY_TYPE and not may_on_group(ctx, AclOperation.DESCRIBE, key):
+        error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+    elif key_type == TRANSACTION_KEY_TYPE and not ctx.session.allowed(AclOperation.DESCRIBE,
+                                                                      ResourceType.TRANSACTIONAL_ID, key):
+        error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed."
+    elif key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         coordinator = ctx.groups if key_type == GROUP_KEY_TYPE else ctx.txns
         topic = OFFSETS_TOPIC if key_type == GROUP_KEY_TYPE else TRANSACTION_STATE_TOPIC
         error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the {topic} partition of {key!r} is unavailable"

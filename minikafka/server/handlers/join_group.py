@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.group.coordinator import JoinRequest
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group
 from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 11
 
@@ -15,6 +18,10 @@ API_KEY = 11
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     version = request.api_version
+    if not may_on_group(ctx, AclOperation.READ, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_name": None if version >= 7 else "", "leader": "", "member_id": body.member_id,
+                "members": []}
     # v0 has no rebalance timeout: the session timeout bounds the rebalance, as in Kafka.
     rebalance_timeout = body.rebalance_timeout_ms if version >= 1 and body.rebalance_timeout_ms >= 0 \
         else body.session_timeout_ms

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -13,6 +15,8 @@ API_KEY = 13
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
+    if not may_on_group(ctx, AclOperation.READ, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if request.api_version < 3:
         error, per_member = ctx.groups.leave_group(body.group_id, [(body.member_id, None)])
         if error == ErrorCode.NONE and per_member:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 2
 READ_COMMITTED = 1
@@ -17,6 +20,11 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         partitions = []
+        if not may_on_topic(ctx, AclOperation.DESCRIBE, topic.name):
+            topics.append({"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in topic.partitions]})
+            continue
         for p in topic.partitions:
             result = ctx.replica_manager.list_offset(topic.name, p.partition_index, p.timestamp, p.current_leader_epoch,
                                                      read_committed=read_committed)

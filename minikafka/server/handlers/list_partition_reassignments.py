@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
 from protocol import Request
@@ -17,6 +18,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     wanted = None if body.topics is None else [(t.name, p) for t in body.topics for p in t.partition_indexes]
     controller = ctx.cluster_controller
+    if not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE):
+        return _respond({}, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
     if controller is None:
         return _respond({}, ErrorCode.NONE, None)
     if not controller.active:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_transactional_id
 from minikafka.txn.state import TxnState
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -35,4 +37,5 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 {"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                  "transaction_state": m.state.display_name}
                 for m in sorted(found, key=lambda m: m.transactional_id)
-                if matcher is None or matcher.fullmatch(m.transactional_id)]}
+                if (matcher is None or matcher.fullmatch(m.transactional_id))
+                and may_on_transactional_id(ctx, AclOperation.DESCRIBE, m.transactional_id)]}

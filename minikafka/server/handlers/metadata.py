@@ -1,4 +1,8 @@
-"""Metadata: brokers, controller, and the leader, replicas and ISR of every partition asked for."""
+"""Metadata: brokers, controller, and the leader, replicas and ISR of every partition asked for.
+
+With an authorizer, a topic the principal may not DESCRIBE is left out of "every topic" and
+answered TOPIC_AUTHORIZATION_FAILED when named; an unknown topic is auto-created only for a
+principal that may CREATE it, as in Kafka."""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from typing import Any
 
 from minikafka.controller.topics import INTERNAL_TOPICS, topic_name_error
 from minikafka.metadata_cache import NO_LEADER, PartitionMetadata, TopicMetadata
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -52,16 +58,26 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     allow_create = ctx.config["auto.create.topics.enable"] and (
         request.api_version < 4 or body.allow_auto_topic_creation)
     topics: list[dict[str, Any]] = []
+
+    def may_describe(name: str) -> bool:
+        return may_on_topic(ctx, AclOperation.DESCRIBE, name)
+
     if every_topic:
-        topics = [describe_topic(t) for t in metadata.topics().values()]
+        topics = [describe_topic(t) for t in metadata.topics().values() if may_describe(t.name)]
     else:
         for requested in body.topics:
             name = requested.name
             topic_id = requested.get("topic_id") or ZERO_UUID
             if name is None:
                 by_id = metadata.topic_by_id(topic_id)
+                if by_id is not None and not may_describe(by_id.name):
+                    topics.append(_missing_topic(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 topics.append(describe_topic(by_id) if by_id is not None
                               else _missing_topic(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            if not may_describe(name):
+                topics.append(_missing_topic(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             topic = metadata.topic(name)
             if topic is None:
@@ -70,6 +86,9 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                     continue
                 if not allow_create:
                     topics.append(_missing_topic(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                if not may_create_topic(ctx, name):
+                    topics.append(_missing_topic(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                     continue
                 created = await ctx.controller.auto_create_topic(name)
                 topic = metadata.topic(name)

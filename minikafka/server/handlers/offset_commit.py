@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from minikafka.group.coordinator import CommitEntry
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group, may_on_topic
 from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -35,15 +37,21 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitEntry] = {}
     layout = []
+    group_allowed = may_on_group(ctx, AclOperation.READ, body.group_id)
     for topic in body.topics:
         state = ctx.metadata.topic_by_id(topic.topic_id) if by_id else topics.get(topic.name)
         name = state.name if state is not None else (None if by_id else topic.name)
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        denied = None if group_allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if denied is None and name is not None and not may_on_topic(ctx, AclOperation.READ, name):
+            denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         slots = []
         for p in topic.partitions:
             key = (name or "", p.partition_index)
             slots.append(key)
-            if state is None or p.partition_index not in state.partitions:
+            if denied is not None:
+                errors[key] = denied
+            elif state is None or p.partition_index not in state.partitions:
                 errors[key] = missing if state is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted[key] = CommitEntry(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -13,15 +15,19 @@ API_KEY = 47
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
+    if not may_on_group(ctx, AclOperation.DELETE, body.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     known = ctx.metadata.topics()
+    readable = {t.name for t in body.topics if may_on_topic(ctx, AclOperation.READ, t.name)}
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions
-              if t.name in known and p.partition_index in known[t.name].partitions]
+              if t.name in readable and t.name in known and p.partition_index in known[t.name].partitions]
     error, results = ctx.groups.delete_offsets(body.group_id, wanted)
     if error != ErrorCode.NONE:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
-             "error_code": results.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+             "error_code": results.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+             if t.name in readable else ErrorCode.TOPIC_AUTHORIZATION_FAILED}
             for p in t.partitions]}
         for t in body.topics]}

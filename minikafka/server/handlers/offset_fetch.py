@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -26,11 +28,17 @@ def _partition(index: int, committed: Any, error: ErrorCode = ErrorCode.NONE) ->
 def _fetch_group(group_id: str, topics: Any, by_id: bool, require_stable: bool,
                  ctx: BrokerContext) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """(group error, topics of the response) for one group; `topics` None means every committed one."""
+    if not may_on_group(ctx, AclOperation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, [] if topics is None else [
+            {"name": topic.get("name"), "topic_id": topic.get("topic_id"), "partitions": [
+                _partition(i, None, ErrorCode.GROUP_AUTHORIZATION_FAILED) for i in topic.partition_indexes]}
+            for topic in topics]
     if topics is None:
         error, committed = ctx.groups.fetch_offsets(group_id, None)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (name, index), om in sorted(committed.items()):
-            by_topic.setdefault(name, []).append(_partition(index, om))
+            if may_on_topic(ctx, AclOperation.DESCRIBE, name):  # the others are left out, as in Kafka
+                by_topic.setdefault(name, []).append(_partition(index, om))
         known = ctx.metadata.topics()
         result = []
         for name, partitions in by_topic.items():
@@ -59,6 +67,8 @@ def _fetch_group(group_id: str, topics: Any, by_id: bool, require_stable: bool,
     for topic, topic_name in resolved:
         if topic_name is None:
             partitions = [_partition(i, None, ErrorCode.UNKNOWN_TOPIC_ID) for i in topic.partition_indexes]
+        elif not may_on_topic(ctx, AclOperation.DESCRIBE, topic_name):
+            partitions = [_partition(i, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for i in topic.partition_indexes]
         else:
             partitions = [_partition(i, committed.get((topic_name, i))) for i in topic.partition_indexes]
         if by_id:

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
 from protocol import Request
+from protocol.errors import ErrorCode
 
 API_KEY = 23
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     topics = []
+    # A follower (replica id >= 0, v3+) needs CLUSTER_ACTION, anyone else DESCRIBE on each topic.
+    follower = request.body.get("replica_id", -1) >= 0
     for topic in request.body.topics:
         partitions = []
+        allowed = from_a_broker(ctx) if follower else may_on_topic(ctx, AclOperation.DESCRIBE, topic.topic)
         for p in topic.partitions:
+            if not allowed:
+                partitions.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "partition": p.partition,
+                                   "leader_epoch": -1, "end_offset": -1})
+                continue
             error, epoch, end_offset = ctx.replica_manager.end_offset_for_epoch(
                 topic.topic, p.partition, p.leader_epoch, p.current_leader_epoch)
             partitions.append({"error_code": error, "partition": p.partition, "leader_epoch": epoch,

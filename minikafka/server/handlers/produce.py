@@ -10,7 +10,9 @@ from collections.abc import Awaitable
 from typing import Any
 
 from minikafka.replica.replica_manager import ProduceResult, now_ms
+from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -39,13 +41,21 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
             replicating.append(ctx.replica_manager.wait_for_replication(name, index, result, body.timeout_ms))
         return result
 
+    # A transactional producer needs WRITE on its transactional id, as in Kafka.
+    transactional_denied = body.transactional_id is not None and not ctx.session.allowed(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
     for topic_data in body.topic_data:
         name = await _topic_name(topic_data, by_id, ctx)
         names.append(name)
+        writable = name is not None and may_on_topic(ctx, AclOperation.WRITE, name)
         partitions: list[tuple[int, ProduceResult]] = []
         for data in topic_data.partition_data:
             if acks not in (-1, 0, 1):
                 result = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+            elif transactional_denied:
+                result = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            elif name is not None and not writable:
+                result = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif name is None:
                 result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif body.transactional_id is not None and (
@@ -106,6 +116,6 @@ async def _topic_name(topic_data: Any, by_id: bool, ctx: BrokerContext) -> str |
         topic = ctx.metadata.topic_by_id(topic_data.topic_id)
         return topic.name if topic is not None else None
     name = topic_data.name
-    if ctx.metadata.topic(name) is None and ctx.config["auto.create.topics.enable"]:
+    if ctx.metadata.topic(name) is None and ctx.config["auto.create.topics.enable"] and may_create_topic(ctx, name):
         await ctx.controller.auto_create_topic(name)
     return name

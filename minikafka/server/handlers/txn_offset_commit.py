@@ -9,7 +9,9 @@ from typing import Any
 
 from minikafka.coordinator_topic import TxnProducer
 from minikafka.group.coordinator import CommitEntry
+from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import may_on_group, may_on_topic, may_on_transactional_id
 from minikafka.server.handlers.offset_commit import wait_replicated
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -21,10 +23,20 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitEntry] = {}
+    # Kafka's checks: WRITE on the transactional id, READ on the group, READ on each topic.
+    denied = None
+    if not may_on_transactional_id(ctx, AclOperation.WRITE, body.transactional_id):
+        denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not may_on_group(ctx, AclOperation.READ, body.group_id):
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
     for topic in body.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if ctx.metadata.partition(*key) is None:
+            if denied is not None:
+                errors[key] = denied
+            elif not may_on_topic(ctx, AclOperation.READ, topic.name):
+                errors[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif ctx.metadata.partition(*key) is None:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted[key] = CommitEntry(p.committed_offset, p.committed_leader_epoch, p.committed_metadata)

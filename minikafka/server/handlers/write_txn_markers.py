@@ -7,7 +7,9 @@ import asyncio
 from typing import Any
 
 from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
+from protocol.errors import ErrorCode
 from protocol.record_codec import ControlMarker
 
 API_KEY = 27
@@ -26,4 +28,10 @@ async def _write(marker: Any, ctx: BrokerContext) -> dict[str, Any]:
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    if not from_a_broker(ctx):  # a transaction coordinator's request: CLUSTER_ACTION
+        return {"markers": [{"producer_id": marker.producer_id, "topics": [
+            {"name": topic.name, "partitions": [{"partition_index": index,
+                                                 "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                                                for index in topic.partition_indexes]}
+            for topic in marker.topics]} for marker in request.body.markers]}
     return {"markers": list(await asyncio.gather(*(_write(marker, ctx) for marker in request.body.markers)))}

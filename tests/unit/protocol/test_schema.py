@@ -201,6 +201,13 @@ def test_supported_apis_table() -> None:
         28: ("TxnOffsetCommit", 0, 5, 3),
         65: ("DescribeTransactions", 0, 0, 0),
         66: ("ListTransactions", 0, 2, 0),
+        17: ("SaslHandshake", 0, 1, None),
+        36: ("SaslAuthenticate", 0, 2, 2),
+        29: ("DescribeAcls", 1, 3, 2),
+        30: ("CreateAcls", 1, 3, 2),
+        31: ("DeleteAcls", 1, 3, 2),
+        50: ("DescribeUserScramCredentials", 0, 0, 0),
+        51: ("AlterUserScramCredentials", 0, 0, 0),
     }
     got = {
         key: (spec.name, spec.min_version, spec.max_version, spec.first_flexible)

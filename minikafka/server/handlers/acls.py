@@ -1,0 +1,94 @@
+"""CreateAcls, DescribeAcls and DeleteAcls: the authorizer's ACL bindings (security/acl.py),
+kept by the security store. Creating and deleting need ALTER on the cluster, describing
+DESCRIBE; without an authorizer every answer is SECURITY_DISABLED, as in Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from minikafka.server.context import BrokerContext
+from protocol import Request
+from protocol.errors import ErrorCode
+
+API_KEYS = (29, 30, 31)
+DESCRIBE_ACLS, CREATE_ACLS = 29, 30
+NOT_AUTHORIZED = "Not authorized to {} ACLs (Cluster:kafka-cluster)"
+
+
+def _enum(kind: Any, value: int) -> Any:
+    """An enum value of the wire; a number Kafka does not define reads as UNKNOWN."""
+    try:
+        return kind(value)
+    except ValueError:
+        return kind.UNKNOWN
+
+
+def binding_filter(wire: Any) -> AclBindingFilter:
+    return AclBindingFilter(_enum(ResourceType, wire.resource_type_filter), wire.resource_name_filter,
+                            _enum(PatternType, wire.pattern_type_filter), wire.principal_filter, wire.host_filter,
+                            _enum(AclOperation, wire.operation), _enum(AclPermissionType, wire.permission_type))
+
+
+async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    if request.api_key == DESCRIBE_ACLS:
+        return _describe(request, ctx)
+    if request.api_key == CREATE_ACLS:
+        return await _create(request, ctx)
+    return await _delete(request, ctx)
+
+
+async def _create(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    creations = request.body.creations
+    if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
+        return {"throttle_time_ms": 0, "results": [
+            {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": NOT_AUTHORIZED.format("create")}
+            for _ in creations]}
+    bindings = [AclBinding(ResourcePattern(_enum(ResourceType, c.resource_type), c.resource_name,
+                                           _enum(PatternType, c.resource_pattern_type)),
+                           AccessControlEntry(c.principal, c.host, _enum(AclOperation, c.operation),
+                                              _enum(AclPermissionType, c.permission_type)))
+                for c in creations]
+    results = await ctx.security.create_acls(bindings)
+    return {"throttle_time_ms": 0, "results": [{"error_code": error, "error_message": message}
+                                               for error, message in results]}
+
+
+def _describe(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    if not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": NOT_AUTHORIZED.format("describe"), "resources": []}
+    found = ctx.security.describe_acls(binding_filter(request.body))
+    resources: dict[ResourcePattern, list[dict[str, Any]]] = {}
+    for binding in found.bindings:
+        entry = binding.entry
+        resources.setdefault(binding.pattern, []).append(
+            {"principal": entry.principal, "host": entry.host, "operation": entry.operation,
+             "permission_type": entry.permission})
+    return {"throttle_time_ms": 0, "error_code": found.error, "error_message": found.message, "resources": [
+        {"resource_type": p.resource_type, "resource_name": p.name, "pattern_type": p.pattern_type, "acls": acls}
+        for p, acls in resources.items()]}
+
+
+async def _delete(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+    filters = request.body.filters
+    if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
+        return {"throttle_time_ms": 0, "filter_results": [
+            {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": NOT_AUTHORIZED.format("delete"),
+             "matching_acls": []} for _ in filters]}
+    results = await ctx.security.delete_acls([binding_filter(f) for f in filters])
+    return {"throttle_time_ms": 0, "filter_results": [
+        {"error_code": r.error, "error_message": r.message, "matching_acls": [
+            {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": b.pattern.resource_type,
+             "resource_name": b.pattern.name, "pattern_type": b.pattern.pattern_type,
+             "principal": b.entry.principal, "host": b.entry.host, "operation": b.entry.operation,
+             "permission_type": b.entry.permission} for b in r.bindings]} for r in results]}
