@@ -9,11 +9,13 @@ between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned aga
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
 read), bench/bench_cleaner.py (log compaction), bench/bench_produce_cpu.py (the broker's CPU per
 produced record), bench/bench_cluster.py (replication, failover, catch-up and reassignment in a
-three-broker cluster) and bench/bench_tls.py (TLS against plaintext on one broker) and prints their
-reports, then the replication figures of issue 23 side by side with their aims.
+three-broker cluster), bench/bench_tls.py (TLS against plaintext on one broker) and
+bench/bench_txn.py (transactional produce against the same producer without transactions) and
+prints their reports, then the replication figures of issue 23 side by side with their aims.
 
 Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
        [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cpu] [--skip-cluster] [--skip-tls]
+       [--skip-txn]
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-cluster", action="store_true", help="skip bench/bench_cluster.py")
     parser.add_argument("--skip-cleaner", action="store_true", help="skip bench/bench_cleaner.py")
     parser.add_argument("--skip-tls", action="store_true", help="skip bench/bench_tls.py")
+    parser.add_argument("--skip-txn", action="store_true", help="skip bench/bench_txn.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -255,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_tls:
         print()
         print(run_script("bench_tls.py", 1800))
+    if not args.skip_txn:
+        print("\n## transactional produce throughput (bench/bench_txn.py)\n")
+        print(run_script("bench_txn.py", 1800))
     return 0
 
 
