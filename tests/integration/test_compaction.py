@@ -195,6 +195,10 @@ def test_a_replica_moved_to_another_dir_keeps_its_cleaner_checkpoint(cleaning_br
     # Cleaned up to the active segment: nothing is left for another clean to do.
     wait_until(lambda: cleaner_checkpoint([source], topic) == active_base, 30, interval=0.1,
                what="the log cleaned up to its active segment")
+    # The clean logs its line after it writes the checkpoint: count the cleans once it has.
+    wait_until(lambda: any(f"cleaned {topic}-0 in" in line and f"offsets below {active_base} are clean" in line
+                           for line in cleaning_broker.stderr_text(1 << 20).splitlines()),
+               30, interval=0.1, what="the clean's log line")
     cleans = cleaning_broker.stderr_text(1 << 20).count(f"cleaned {topic}-0 in")
     admin = KafkaAdminClient(bootstrap_servers=cleaning_broker.bootstrap)
     try:
