@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -29,9 +30,14 @@ RECORDS = 1500
 STATE_PARTITIONS = 6  # transaction.state.log.num.partitions of the system tests' cluster
 
 
-def _worker(cluster: Cluster, ends: dict[int, int]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "tests.system.eos_worker", cluster.bootstrap, SOURCE, SINK, GROUP,
-                             TXN_ID, json.dumps(ends)], cwd=REPO_ROOT, stderr=subprocess.PIPE)
+def _worker(cluster: Cluster, ends: dict[int, int], log: Path) -> subprocess.Popen[bytes]:
+    """A worker whose stderr (its own lines and librdkafka's) goes to ``log``, not to a pipe
+    nobody reads, which would stop it once full."""
+    with log.open("ab") as stderr:
+        stderr.write(f"===== worker started {time.strftime('%H:%M:%S')}\n".encode())
+        stderr.flush()
+        return subprocess.Popen([sys.executable, "-m", "tests.system.eos_worker", cluster.bootstrap, SOURCE, SINK,
+                                 GROUP, TXN_ID, json.dumps(ends)], cwd=REPO_ROOT, stderr=stderr)
 
 
 def _read_committed_values(cluster: Cluster, client: str) -> list[bytes]:
@@ -62,11 +68,19 @@ def _stop(worker: subprocess.Popen[bytes]) -> None:
     if worker.poll() is None:
         worker.kill()
     worker.wait(10)
-    if worker.stderr is not None:
-        worker.stderr.close()
 
 
-def test_consume_transform_produce_killed_at_random_points_outputs_each_record_once(cluster: Cluster) -> None:
+def test_consume_transform_produce_killed_at_random_points_outputs_each_record_once(cluster: Cluster,
+                                                                                     tmp_path: Path) -> None:
+    log = tmp_path / "workers.log"
+    try:
+        _consume_transform_produce_through_kills(cluster, log)
+    except BaseException as exc:
+        exc.add_note("workers' stderr, last 20000 characters:\n" + log.read_text(errors="replace")[-20000:])
+        raise
+
+
+def _consume_transform_produce_through_kills(cluster: Cluster, log: Path) -> None:
     for topic in (SOURCE, SINK):
         cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
     placed = confluent_produce(cluster.bootstrap, SOURCE, [(b"k%d" % i, b"in-%d" % i) for i in range(RECORDS)])
@@ -78,7 +92,7 @@ def test_consume_transform_produce_killed_at_random_points_outputs_each_record_o
     kills = 0
     coordinator = -1
     while kills < 4:  # each worker is killed with kill -9 a moment after it committed something
-        worker = _worker(cluster, ends)
+        worker = _worker(cluster, ends, log)
         try:
             _wait_for_commits(cluster, worker, f"a worker committing (seed {seed})")
             if kills == 1 and coordinator < 0:  # once: the coordinator's broker goes, the worker works on
@@ -92,7 +106,7 @@ def test_consume_transform_produce_killed_at_random_points_outputs_each_record_o
         finally:
             _stop(worker)
     assert _committed_total(cluster) < RECORDS, "the kills came too late to fall in the middle of the work"
-    worker = _worker(cluster, ends)
+    worker = _worker(cluster, ends, log)
     try:
         assert worker.wait(120) == 0, f"the last worker did not finish (seed {seed})"
     finally:
