@@ -4,13 +4,20 @@ A connection installs its ``WaitScope`` in a context variable; every task it sta
 request inherits it. A handler that waits (a Fetch long poll, later acks=all and group joins)
 waits through ``wait_released`` so that a client closing its side of the connection gets the
 answers to what it already sent at once, instead of holding the connection open until
-max_wait_ms runs out.
+max_wait_ms runs out. Work a request sets off that must outlive it (a transaction's markers and
+its completion) runs in a task of its own through ``spawn_detached``, outside every scope: an
+asyncio task inherits its creator's context, and would otherwise give up its waits when that
+client leaves.
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextvars import ContextVar
+from collections.abc import Coroutine
+from contextvars import ContextVar, copy_context
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class WaitScope:
@@ -29,6 +36,14 @@ class WaitScope:
 
 
 CURRENT_SCOPE: ContextVar[WaitScope | None] = ContextVar("minikafka_wait_scope", default=None)
+
+
+def spawn_detached(coroutine: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
+    """A task that belongs to no client's connection: its waits never end early because the
+    connection whose request started it has closed."""
+    context = copy_context()
+    context.run(CURRENT_SCOPE.set, None)
+    return asyncio.get_running_loop().create_task(coroutine, name=name, context=context)
 
 
 def client_gone() -> bool:

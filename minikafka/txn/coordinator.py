@@ -45,11 +45,13 @@ from minikafka.txn.state import (
     encode_txn_value,
     state_partition_for,
 )
+from minikafka.waits import spawn_detached
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 MARKER_RETRY_BACKOFF_S = 0.1
+COMPLETE_RETRY_MAX_BACKOFF_S = 5.0
 
 
 class TxnStore(Protocol):
@@ -335,7 +337,9 @@ class TransactionCoordinator:
     def _finish_later(self, prepared: TxnMetadata) -> None:
         transactional_id = prepared.transactional_id
         if transactional_id not in self._completions:
-            task = asyncio.get_running_loop().create_task(self._finish(prepared), name=f"txn-{transactional_id}")
+            # Detached from the EndTxn (or InitProducerId) that decided it: the producer may close
+            # its connection as soon as it has its answer, and the markers must still be written.
+            task = spawn_detached(self._finish(prepared), name=f"txn-{transactional_id}")
             self._completions[transactional_id] = task
             task.add_done_callback(lambda _t: self._completions.pop(transactional_id, None))
 
@@ -361,21 +365,28 @@ class TransactionCoordinator:
                                 sorted(pending), ", ".join(sorted({e.name for e in errors.values()})))
                 await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
         hook_point("txn.markers_written")
-        async with self._lock(transactional_id):
-            current = self.txns.get(transactional_id)
-            if current is None or current.state != prepared.state or current.producer_epoch != prepared.producer_epoch:
-                return
-            done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
-            error = await self._write(current.transition(done, self.now_ms(), partitions=frozenset()))
+        done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        failures = 0
+        # Until Complete* is recorded the producer's next InitProducerId or transaction is answered
+        # CONCURRENT_TRANSACTIONS, so a write that failed (the ISR short for a while) is retried.
+        while self.loaded_partitions.get(partition) == coordinator_epoch:
+            async with self._lock(transactional_id):
+                current = self.txns.get(transactional_id)
+                if current is None or current.state != prepared.state \
+                        or current.producer_epoch != prepared.producer_epoch:
+                    return
+                error = await self._write(current.transition(done, self.now_ms(), partitions=frozenset()))
             if error == ErrorCode.NONE:
                 log.info("transaction %s of producer %d epoch %d %s in %d partition(s)", transactional_id,
                          prepared.producer_id, prepared.producer_epoch, "committed" if committed else "aborted",
                          len(prepared.partitions))
+                return
+            await asyncio.sleep(min(MARKER_RETRY_BACKOFF_S * 2 ** failures, COMPLETE_RETRY_MAX_BACKOFF_S))
+            failures += 1
 
     # ---- aborts the coordinator decides -----------------------------------------------------
     def _spawn_abort(self, transactional_id: str, fence: bool = False) -> None:
-        asyncio.get_running_loop().create_task(self._abort(transactional_id, fence),
-                                               name=f"abort-{transactional_id}")
+        spawn_detached(self._abort(transactional_id, fence), name=f"abort-{transactional_id}")
 
     async def _abort(self, transactional_id: str, fence: bool) -> None:
         """Abort the open transaction with the producer's next epoch (the producer that opened it

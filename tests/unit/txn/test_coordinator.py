@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from minikafka.coordinator_topic import LoggedRecord
 from minikafka.txn.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from minikafka.txn.state import TxnState, decode_txn_key, decode_txn_value, encode_txn_value
+from minikafka.waits import CURRENT_SCOPE, WaitScope, client_gone
 from protocol.errors import ErrorCode as E
 
 TXN = "orders-pipeline"
@@ -38,7 +39,8 @@ class MemoryStore:
         return E.NONE
 
     async def replicated(self, partition: int, timeout_ms: int) -> E:
-        return E.NONE
+        # As the broker's acks=all wait: it gives up once the client whose request waits is gone.
+        return E.REQUEST_TIMED_OUT if client_gone() else E.NONE
 
     def read(self, partition: int) -> Iterator[LoggedRecord]:
         yield from [LoggedRecord(key, value) for key, value in self.records[partition]]
@@ -133,6 +135,37 @@ async def test_markers_are_retried_until_every_partition_has_one() -> None:
     await settle(coord)
     assert [w[4] for w in markers.written] == [frozenset({T0}), frozenset(), frozenset(), frozenset({T1})]
     assert coord.txns[TXN].state == TxnState.COMPLETE_ABORT
+
+
+async def test_a_commit_completes_when_its_producer_closes_its_connection_at_the_answer() -> None:
+    coord, store, markers, _ = coordinator()
+    pid = (await coord.init_producer_id(TXN, 10_000)).producer_id
+    await coord.add_partitions(TXN, pid, 0, [T0])
+    connection = WaitScope()  # EndTxn comes on a connection, which closes once it is answered
+    token = CURRENT_SCOPE.set(connection)
+    try:
+        assert await coord.end_txn(TXN, pid, 0, commit=True) == E.NONE
+        connection.release_all()
+    finally:
+        CURRENT_SCOPE.reset(token)
+    await settle(coord)
+    assert coord.txns[TXN].state == TxnState.COMPLETE_COMMIT
+    assert store.states()[-2:] == ["PREPARE_COMMIT", "COMPLETE_COMMIT"]
+
+
+async def test_recording_a_transaction_complete_is_retried_until_it_is_written() -> None:
+    coord, store, markers, _ = coordinator()
+    pid = (await coord.init_producer_id(TXN, 10_000)).producer_id
+    await coord.add_partitions(TXN, pid, 0, [T0])
+    assert await coord.end_txn(TXN, pid, 0, commit=True) == E.NONE
+    store.fail_with = E.NOT_ENOUGH_REPLICAS  # the ISR short when the markers are written
+    await asyncio.sleep(0.05)
+    assert coord.txns[TXN].state == TxnState.PREPARE_COMMIT
+    assert (await coord.init_producer_id(TXN, 10_000)).error == E.CONCURRENT_TRANSACTIONS
+    store.fail_with = None
+    await settle(coord)
+    assert coord.txns[TXN].state == TxnState.COMPLETE_COMMIT
+    assert (await coord.init_producer_id(TXN, 10_000)).error == E.NONE
 
 
 async def test_a_new_instance_aborts_the_open_transaction_with_the_next_epoch() -> None:
