@@ -28,6 +28,7 @@ SOURCE, SINK, GROUP, TXN_ID = "eos-in", "eos-out", "eos-workers", "eos-worker"
 PARTITIONS = 3
 RECORDS = 1500
 STATE_PARTITIONS = 6  # transaction.state.log.num.partitions of the system tests' cluster
+STATE_PARTITION = state_partition_for(TXN_ID, STATE_PARTITIONS)
 
 
 def _worker(cluster: Cluster, ends: dict[int, int], log: Path) -> subprocess.Popen[bytes]:
@@ -96,10 +97,16 @@ def _consume_transform_produce_through_kills(cluster: Cluster, log: Path) -> Non
         try:
             _wait_for_commits(cluster, worker, f"a worker committing (seed {seed})")
             if kills == 1 and coordinator < 0:  # once: the coordinator's broker goes, the worker works on
-                coordinator = cluster.leader("__transaction_state", state_partition_for(TXN_ID, STATE_PARTITIONS))
+                coordinator = cluster.leader("__transaction_state", STATE_PARTITION)
                 cluster.brokers[coordinator].kill9()
-                _wait_for_commits(cluster, worker, f"a worker committing after its coordinator died (seed {seed})")
+                wait_until(lambda dead=coordinator: cluster.leader("__transaction_state", STATE_PARTITION)
+                           not in (dead, -1), 30, interval=0.1, what="another broker coordinating the transactions")
+                # Restarted, as an operator would, once the coordinator has moved: librdkafka keeps
+                # a coordinator it found in a cache, and a TxnOffsetCommit for a group whose
+                # coordinator was on the dead broker waits for that broker to come back up (or for
+                # the call's timeout) before it asks where the group went.
                 cluster.brokers[coordinator].start()
+                _wait_for_commits(cluster, worker, f"a worker committing after its coordinator died (seed {seed})")
             time.sleep(rng.uniform(0, 0.5))
             if worker.poll() is None:
                 kills += 1
