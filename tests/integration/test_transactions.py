@@ -3,7 +3,8 @@ read_committed consumers of confluent-kafka, kafka-python and aiokafka, what it 
 a read_committed consumer stops at a transaction still open; a new instance of a transactional id
 fences the old one and aborts its transaction; consume-transform-produce commits the consumer's
 offsets with the output; a transaction left open is aborted at its timeout; a partition not in
-the transaction refuses its batch (KIP-890); the admin APIs describe and list transactions."""
+the transaction refuses its batch (KIP-890); the admin APIs describe and list transactions; a
+partition moved to another log dir with a transaction open keeps it, and what it aborted."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.structs import TopicPartitionReplica
 
 from protocol.errors import ErrorCode
 from protocol.record_codec import NewRecord, encode_batch
@@ -277,3 +279,43 @@ def test_a_commit_decided_before_a_crash_is_finished_by_the_restarted_coordinato
     broker.start()
     assert _committed(broker, topic, 2) == sorted(values), "the restarted coordinator wrote the commit markers"
     assert _describe(broker, "crashing").state.value == "CompleteCommit"
+
+
+def _last_stable_offset(broker: BrokerProcess, topic: str) -> int:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                                         "isolation.level": "read_committed"})
+    try:
+        return consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        consumer.close()
+
+
+def test_a_partition_moved_with_a_transaction_open_keeps_it_and_what_it_aborted(broker_factory) -> None:
+    # KIP-113 under KIP-98: the move copies the open transaction's records, the producer state
+    # that holds it open and the index of the aborted transaction; the moved replica ends it.
+    broker = broker_factory(overrides=TXN_BROKER)
+    topic = "txn-moved"
+    create_topic(broker.bootstrap, topic, 1)
+    producer = _producer(broker, "moving")
+    _in_txn(producer, topic, _values(b"aborted", 20), 1)
+    producer.abort_transaction(30)  # offsets 0-19 and the abort marker at 20
+    committed = _values(b"committed", 20)
+    _in_txn(producer, topic, committed, 1)  # from offset 21, open while the partition moves
+    source = broker.partition_dirs()[f"{topic}-0"]
+    target = next(d for d in broker.log_dirs if d != source)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): str(target)})
+    finally:
+        admin.close()
+    wait_until(lambda: broker.partition_dirs().get(f"{topic}-0") == target, 30, interval=0.1,
+               what="the partition moved")
+    assert _last_stable_offset(broker, topic) == 21, "the moved replica holds the transaction open"
+    assert _committed(broker, topic, 1) == [], "and knows the aborted one"
+    producer.commit_transaction(30)
+    assert _committed(broker, topic, 1) == sorted(committed)
+    broker.restart(clean=False)  # kill -9: the moved replica's own files carry both transactions
+    assert broker.partition_dirs()[f"{topic}-0"] == target
+    assert _committed(broker, topic, 1) == sorted(committed)
+    assert _last_stable_offset(broker, topic) == 42, "nothing left open"
+    assert len(confluent_consume(broker.bootstrap, topic, [0], isolation_level="read_uncommitted")) == 40

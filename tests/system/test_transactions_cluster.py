@@ -2,7 +2,8 @@
 (WriteTxnMarkers) and a transaction's first batch in a partition is verified with a coordinator
 on another broker; a transaction open when its coordinator is killed with kill -9 commits through
 the coordinator that takes over, and read_committed consumers read every committed record once
-and nothing of what was aborted."""
+and nothing of what was aborted; a leader's log dir failing under an open transaction loses none
+of it and leaves no transaction open."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import confluent_kafka
 from minikafka.txn.state import state_partition_for
 from tests.integration.broker_process import wait_until
 from tests.integration.clients import confluent_consume
+from tests.integration.disk_faults import replace_with_file
 from tests.system.cluster import Cluster
 
 TOPIC = "txn-out"
@@ -19,11 +21,11 @@ TXN_ID = "pipeline"
 STATE_PARTITIONS = 6  # transaction.state.log.num.partitions of the system tests' cluster
 
 
-def _send(producer: confluent_kafka.Producer, prefix: bytes, count: int) -> list[bytes]:
+def _send(producer: confluent_kafka.Producer, prefix: bytes, count: int, topic: str = TOPIC) -> list[bytes]:
     values = [b"%s-%d" % (prefix, i) for i in range(count)]
     producer.begin_transaction()
     for i, value in enumerate(values):
-        producer.produce(TOPIC, key=b"k%d" % i, value=value, partition=i % PARTITIONS)
+        producer.produce(topic, key=b"k%d" % i, value=value, partition=i % PARTITIONS)
     assert producer.flush(60) == 0
     return values
 
@@ -56,3 +58,40 @@ def test_a_transaction_commits_through_the_coordinator_that_takes_over_from_a_ki
                what=f"broker {coordinator} back in every ISR of {TOPIC}")
     read = confluent_consume(cluster.bootstrap, TOPIC, range(PARTITIONS), isolation_level="read_committed")
     assert sorted(r.value or b"" for r in read) == sorted(committed), "every committed record once, no aborted one"
+
+
+def test_a_leaders_log_dir_failing_under_an_open_transaction_loses_nothing_and_leaves_none_open(
+        cluster: Cluster) -> None:
+    topic = "txn-dir-failure"
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "dir-failure",
+                                         "linger.ms": 1, "transaction.timeout.ms": 60_000})
+    producer.init_transactions(60)
+    committed = _send(producer, b"before", 30, topic)
+    producer.commit_transaction(60)
+
+    open_values = _send(producer, b"open", 30, topic)  # acknowledged by every in-sync replica
+    leader = cluster.leader(topic, 0)
+    replace_with_file(cluster.brokers[leader].partition_dirs()[f"{topic}-0"])  # the leader's disk fails
+    wait_until(lambda: cluster.leader(topic, 0) not in (leader, -1), 30, interval=0.1,
+               what=f"{topic}-0 led by another broker")
+    producer.commit_transaction(90)  # its marker goes to the new leader
+    committed += open_values
+    _send(producer, b"aborted", 30, topic)
+    producer.abort_transaction(60)
+
+    read = confluent_consume(cluster.bootstrap, topic, range(PARTITIONS), isolation_level="read_committed")
+    assert sorted(r.value or b"" for r in read) == sorted(committed), "every committed record once, no aborted one"
+    assert _latest(cluster, topic, "read_committed") == _latest(cluster, topic, "read_uncommitted"), \
+        "a transaction left open (a last stable offset short of its high watermark)"
+
+
+def _latest(cluster: Cluster, topic: str, isolation_level: str) -> list[int]:
+    """ListOffsets' latest of each partition: the last stable offset for read_committed."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused",
+                                         "isolation.level": isolation_level})
+    try:
+        return [consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
+                for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
