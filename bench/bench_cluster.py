@@ -308,6 +308,12 @@ def one_throttled_catch_up(cluster: Cluster, topic: str, direction: str, mib: in
     wait_until(lambda: follower not in {b.node_id for b in cluster.metadata().brokers}, 60, interval=0.1,
                what="the stopped follower gone from Metadata")
     produce(cluster.bootstrap, topic, 1, mib * 1024, 1024, "1", 300)
+    # The in-sync follower's bytes count against the leader's throttle (never held back, as in
+    # Kafka): wait until it holds everything, or its last fetches run the quota into a debt the
+    # catching-up follower then waits out, and the measured rate is the two mixed.
+    in_sync = next(b for b in cluster.brokers if b not in (leader, follower))
+    wait_until(lambda: log_bytes(cluster.brokers[in_sync], topic, 0) == log_bytes(cluster.brokers[leader], topic, 0),
+               120, interval=0.1, what="the in-sync follower holding every produced byte")
     # Set now, so the in-sync follower's bytes while producing are not counted.
     alter_configs(cluster.bootstrap, ConfigResource(ConfigResourceType.TOPIC, topic, configs={
         f"{direction}.replication.throttled.replicas": f"0:{throttling.broker_id}"}))
