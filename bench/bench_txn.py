@@ -14,6 +14,7 @@ Usage: .venv/bin/python bench/bench_txn.py [--records N] [--per-txn T] [--repeat
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -49,6 +50,7 @@ def plain(bootstrap: str, topic: str, records: int) -> float:
     """Seconds to produce ``records`` without transactions, every one acknowledged."""
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **PRODUCER})
     producer.list_topics(topic, timeout=10)
+    os.sync()  # each phase starts with nothing waiting for writeback (see bench_cluster.py)
     started = time.perf_counter()
     _produce(producer, topic, records)
     assert producer.flush(300) == 0
@@ -61,6 +63,7 @@ def transactional(bootstrap: str, topic: str, records: int, per_txn: int, transa
                                          **PRODUCER})
     producer.init_transactions(60)
     producer.list_topics(topic, timeout=10)
+    os.sync()
     started = time.perf_counter()
     for first in range(0, records, per_txn):
         producer.begin_transaction()
