@@ -26,7 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kafka import KafkaAdminClient
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.structs import TopicPartitionReplica
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -337,6 +339,17 @@ class BrokerProcess:
                 if entry.is_dir() and re.fullmatch(r".+-\d+", entry.name):
                     found[entry.name] = log_dir
         return found
+
+    def move_replica(self, topic: str, partition: int, target: Path, timeout: float = 30.0) -> None:
+        """AlterReplicaLogDirs (kafka-python's admin client), then wait until the replica's
+        directory is in ``target``."""
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.alter_replica_log_dirs({TopicPartitionReplica(topic, partition, self.broker_id): str(target)})
+        finally:
+            admin.close()
+        wait_until(lambda: self.partition_dirs().get(f"{topic}-{partition}") == target, timeout, interval=0.1,
+                   what=f"{topic}-{partition} moved to {target}")
 
     def __repr__(self) -> str:
         return f"BrokerProcess(port={self.port}, dirs={[str(d) for d in self.log_dirs]})"

@@ -88,6 +88,19 @@ def confluent_produce(
     return [r for r in results if r is not None]
 
 
+def latest_offsets(bootstrap: str, topic: str, partitions: Iterable[int], *,
+                   isolation_level: str = "read_uncommitted") -> list[int]:
+    """ListOffsets' latest of each partition, as confluent-kafka reports it: the high watermark,
+    or for read_committed the last stable offset."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "tests-never-committed",
+                                         "isolation.level": isolation_level})
+    try:
+        return [consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
+                for p in partitions]
+    finally:
+        consumer.close()
+
+
 def confluent_consume(
     bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 60.0, **config: object,
 ) -> list[ReadRecord]:

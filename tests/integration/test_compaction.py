@@ -13,10 +13,8 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
-from kafka import KafkaAdminClient
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
-from kafka.structs import TopicPartitionReplica
 
 from tests.integration.broker_process import REPO_ROOT, BrokerProcess, wait_until
 from tests.integration.clients import ReadRecord, confluent_consume, confluent_produce, create_topic
@@ -200,13 +198,7 @@ def test_a_replica_moved_to_another_dir_keeps_its_cleaner_checkpoint(cleaning_br
                            for line in cleaning_broker.stderr_text(1 << 20).splitlines()),
                30, interval=0.1, what="the clean's log line")
     cleans = cleaning_broker.stderr_text(1 << 20).count(f"cleaned {topic}-0 in")
-    admin = KafkaAdminClient(bootstrap_servers=cleaning_broker.bootstrap)
-    try:
-        admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): str(target)})
-    finally:
-        admin.close()
-    wait_until(lambda: cleaning_broker.partition_dirs().get(f"{topic}-0") == target, 30, interval=0.1,
-               what="the replica moved")
+    cleaning_broker.move_replica(topic, 0, target)
     wait_until(lambda: cleaner_checkpoint([target], topic) == active_base, 30, interval=0.2,
                what="the checkpoint in the new dir's cleaner-offset-checkpoint")
     assert cleaning_broker.stderr_text(1 << 20).count(f"cleaned {topic}-0 in") == cleans, "carried, not re-cleaned"

@@ -16,7 +16,6 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
-from kafka.structs import TopicPartitionReplica
 
 from protocol.errors import ErrorCode
 from protocol.record_codec import NewRecord, encode_batch
@@ -27,6 +26,7 @@ from tests.integration.clients import (
     confluent_produce,
     create_topic,
     kafka_python_consume,
+    latest_offsets,
 )
 
 pytestmark = pytest.mark.integration
@@ -69,6 +69,10 @@ def _committed(broker: BrokerProcess, topic: str, partitions: int, client: str =
     else:
         read = aiokafka_consume(broker.bootstrap, topic, wanted, isolation_level="read_committed")
     return sorted(r.value or b"" for r in read)
+
+
+def _last_stable_offset(broker: BrokerProcess, topic: str) -> int:
+    return latest_offsets(broker.bootstrap, topic, [0], isolation_level="read_committed")[0]
 
 
 def _values(prefix: bytes, count: int) -> list[bytes]:
@@ -119,13 +123,7 @@ def test_read_committed_stops_at_an_open_transaction(txn_broker: BrokerProcess) 
     _in_txn(producer, topic, _values(b"open", 3), 1)
     confluent_produce(txn_broker.bootstrap, topic, [(b"k", b"after")], partition=0)  # not transactional
 
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": "unused",
-                                         "isolation.level": "read_committed"})
-    try:
-        _, last_stable = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=10)
-    finally:
-        consumer.close()
-    assert last_stable == 1, "read_committed's latest offset is where the open transaction starts"
+    assert _last_stable_offset(txn_broker, topic) == 1, "read_committed's latest is where the open txn starts"
     assert _committed(txn_broker, topic, 1) == [b"before"], "nothing at or past the open transaction"
     assert len(confluent_consume(txn_broker.bootstrap, topic, [0], isolation_level="read_uncommitted")) == 5, \
         "read_uncommitted reads on"
@@ -281,15 +279,6 @@ def test_a_commit_decided_before_a_crash_is_finished_by_the_restarted_coordinato
     assert _describe(broker, "crashing").state.value == "CompleteCommit"
 
 
-def _last_stable_offset(broker: BrokerProcess, topic: str) -> int:
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
-                                         "isolation.level": "read_committed"})
-    try:
-        return consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        consumer.close()
-
-
 def test_a_partition_moved_with_a_transaction_open_keeps_it_and_what_it_aborted(broker_factory) -> None:
     # KIP-113 under KIP-98: the move copies the open transaction's records, the producer state
     # that holds it open and the index of the aborted transaction; the moved replica ends it.
@@ -303,13 +292,7 @@ def test_a_partition_moved_with_a_transaction_open_keeps_it_and_what_it_aborted(
     _in_txn(producer, topic, committed, 1)  # from offset 21, open while the partition moves
     source = broker.partition_dirs()[f"{topic}-0"]
     target = next(d for d in broker.log_dirs if d != source)
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    try:
-        admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): str(target)})
-    finally:
-        admin.close()
-    wait_until(lambda: broker.partition_dirs().get(f"{topic}-0") == target, 30, interval=0.1,
-               what="the partition moved")
+    broker.move_replica(topic, 0, target)
     assert _last_stable_offset(broker, topic) == 21, "the moved replica holds the transaction open"
     assert _committed(broker, topic, 1) == [], "and knows the aborted one"
     producer.commit_transaction(30)

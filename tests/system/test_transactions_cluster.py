@@ -11,7 +11,7 @@ import confluent_kafka
 
 from minikafka.txn.state import state_partition_for
 from tests.integration.broker_process import wait_until
-from tests.integration.clients import confluent_consume
+from tests.integration.clients import confluent_consume, latest_offsets
 from tests.integration.disk_faults import replace_with_file
 from tests.system.cluster import Cluster
 
@@ -82,16 +82,6 @@ def test_a_leaders_log_dir_failing_under_an_open_transaction_loses_nothing_and_l
 
     read = confluent_consume(cluster.bootstrap, topic, range(PARTITIONS), isolation_level="read_committed")
     assert sorted(r.value or b"" for r in read) == sorted(committed), "every committed record once, no aborted one"
-    assert _latest(cluster, topic, "read_committed") == _latest(cluster, topic, "read_uncommitted"), \
+    assert latest_offsets(cluster.bootstrap, topic, range(PARTITIONS), isolation_level="read_committed") \
+        == latest_offsets(cluster.bootstrap, topic, range(PARTITIONS)), \
         "a transaction left open (a last stable offset short of its high watermark)"
-
-
-def _latest(cluster: Cluster, topic: str, isolation_level: str) -> list[int]:
-    """ListOffsets' latest of each partition: the last stable offset for read_committed."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused",
-                                         "isolation.level": isolation_level})
-    try:
-        return [consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
-                for p in range(PARTITIONS)]
-    finally:
-        consumer.close()

@@ -25,6 +25,7 @@ class MemoryStore:
         self.records: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(self.partition_count)}
         self.epoch = 3
         self.fail_with: E | None = None
+        self.refused = 0  # appends answered with fail_with
 
     def status(self, partition: int) -> E:
         return E.NONE
@@ -34,6 +35,7 @@ class MemoryStore:
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> E:
         if self.fail_with is not None:
+            self.refused += 1
             return self.fail_with
         self.records[partition].extend(records)
         return E.NONE
@@ -159,7 +161,11 @@ async def test_recording_a_transaction_complete_is_retried_until_it_is_written()
     await coord.add_partitions(TXN, pid, 0, [T0])
     assert await coord.end_txn(TXN, pid, 0, commit=True) == E.NONE
     store.fail_with = E.NOT_ENOUGH_REPLICAS  # the ISR short when the markers are written
-    await asyncio.sleep(0.05)
+    for _ in range(100):
+        if store.refused >= 2:  # Complete refused, and tried again
+            break
+        await asyncio.sleep(0.01)
+    assert store.refused >= 2, "recording Complete was not tried again"
     assert coord.txns[TXN].state == TxnState.PREPARE_COMMIT
     assert (await coord.init_producer_id(TXN, 10_000)).error == E.CONCURRENT_TRANSACTIONS
     store.fail_with = None
