@@ -19,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -89,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
                 txn_topic, plain_topic = f"txn-{run}", f"plain-{run}"
                 create_topic(broker.bootstrap, txn_topic, PARTITIONS)
                 create_topic(broker.bootstrap, plain_topic, PARTITIONS)
-                if run % 2:  # alternate which goes first, so neither always meets a warmer page cache
-                    without = plain(broker.bootstrap, plain_topic, args.records)
-                    with_txn = transactional(broker.bootstrap, txn_topic, args.records, args.per_txn, f"bench-{run}")
-                else:
-                    with_txn = transactional(broker.bootstrap, txn_topic, args.records, args.per_txn, f"bench-{run}")
-                    without = plain(broker.bootstrap, plain_topic, args.records)
-                rows.append((with_txn, without))
+                phases = {"with": partial(transactional, broker.bootstrap, txn_topic, args.records, args.per_txn,
+                                          f"bench-{run}"),
+                          "without": partial(plain, broker.bootstrap, plain_topic, args.records)}
+                # Alternate which goes first, so neither always meets a warmer page cache.
+                order = ("without", "with") if run % 2 else ("with", "without")
+                seconds = {name: phases[name]() for name in order}
+                rows.append((seconds["with"], seconds["without"]))
         finally:
             broker.close()
     print(f"{args.records} records of 1 KiB over {PARTITIONS} partitions, confluent-kafka, acks=all, idempotent; "
