@@ -11,9 +11,11 @@ the result, or after a bounded wait. Event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar, cast
 
 from kazoo.exceptions import NodeExistsError
 
@@ -30,12 +32,37 @@ from minikafka.controller.topics import (
 )
 from minikafka.metadata_cache import MetadataCache
 from minikafka.topic_config import InvalidTopicConfig, validate_topic_configs
-from minikafka.zk.kafka_zk import KafkaZk, StaleState, TopicAssignment, topic_path
+from minikafka.zk.kafka_zk import ZOOKEEPER_UNAVAILABLE, KafkaZk, StaleState, TopicAssignment, topic_path
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 PROPAGATION_WAIT_S = 10.0
+
+Method = TypeVar("Method", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+def _refused_without_zookeeper(refusal: Callable[[str, str], object]) -> Callable[[Method], Method]:
+    """A change this broker cannot write while it has no ZooKeeper session (ZooKeeper away, or a
+    session expired and not yet renewed) is answered NOT_CONTROLLER, which clients retry after
+    looking for the controller again, as a ZooKeeper-mode Kafka broker that cannot act answers;
+    not with a closed connection. ``refusal(name, message)`` builds the method's answer."""
+    def decorate(method: Method) -> Method:
+        @functools.wraps(method)
+        async def guarded(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(self, name, *args, **kwargs)
+            except ZOOKEEPER_UNAVAILABLE as exc:
+                message = f"ZooKeeper is unavailable to this broker ({type(exc).__name__}); try again"
+                log.warning("%s of %s refused: %s", method.__name__, name or "<default>", message)
+                return refusal(name, message)
+        return cast(Method, guarded)
+    return decorate
+
+
+_REFUSED_TOPIC = _refused_without_zookeeper(lambda name, message: CreateTopicResult(name, ErrorCode.NOT_CONTROLLER,
+                                                                                    message))
+_REFUSED = _refused_without_zookeeper(lambda _name, message: (ErrorCode.NOT_CONTROLLER, message))
 
 
 class ZkClusterAdmin(ClusterControl):
@@ -64,6 +91,7 @@ class ZkClusterAdmin(ClusterControl):
         # The registrations are the truth; the cache may lag a broker that just started.
         return sorted(await self.zk.live_brokers())
 
+    @_REFUSED_TOPIC
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, str | None], validate_only: bool = False,
                            assignment: dict[int, list[int]] | None = None, wait: bool = True) -> CreateTopicResult:
@@ -154,6 +182,7 @@ class ZkClusterAdmin(ClusterControl):
                 configs["min.insync.replicas"] = str(factor)
         return await self.create_topic(name, layout.partitions, factor, configs, wait=False)
 
+    @_REFUSED
     async def delete_topic(self, name: str) -> Outcome:
         if name not in await self.zk.topic_names():
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
@@ -169,6 +198,7 @@ class ZkClusterAdmin(ClusterControl):
         await self._await(lambda: self.metadata.topic(name) is None)
         return ErrorCode.NONE, None
 
+    @_REFUSED
     async def create_partitions(self, name: str, count: int, validate_only: bool,
                                 assignment: list[list[int]] | None = None) -> Outcome:
         found = await self.zk.topic_assignment_versioned(name)
@@ -207,6 +237,7 @@ class ZkClusterAdmin(ClusterControl):
             return None
         return await self.zk.entity_configs("topics", name) or {}
 
+    @_REFUSED
     async def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> Outcome:
         if name not in await self.zk.topic_names():
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
@@ -228,6 +259,7 @@ class ZkClusterAdmin(ClusterControl):
                 found["" if entity == "<default>" else entity] = configs
         return found
 
+    @_REFUSED
     async def alter_broker_configs(self, entity: str, configs: dict[str, str], validate_only: bool) -> Outcome:
         try:
             self.config.parse_dynamic(configs)

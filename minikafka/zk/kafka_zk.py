@@ -24,7 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    RolledBackError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import ZnodeStat
 
 log = logging.getLogger(__name__)
@@ -43,6 +53,11 @@ Watch = Callable[[], None]
 
 class ZooKeeperUnavailable(OSError):
     """ZooKeeper cannot be reached (at startup: within zookeeper.connection.timeout.ms)."""
+
+
+# What a call raises while this broker has no ZooKeeper session to make it in (ZooKeeper away,
+# or the session expired and a new one is not yet made): worth asking again shortly.
+ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, ConnectionClosedError, SessionExpiredError, OperationTimeoutError)
 
 
 class StaleState(Exception):
