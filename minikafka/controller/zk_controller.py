@@ -419,21 +419,25 @@ class ZkController:
             fresh = registered.get(broker)
             if current is None or fresh is None or fresh.epoch != current.epoch:
                 continue  # gone or re-registered meanwhile: the broker changes handle it
+            known_failed = {d.path for d in current.offline_dirs}
+            failed = ", ".join(d.path for d in fresh.offline_dirs if d.path not in known_failed) or "(unknown)"
             state.brokers[broker] = fresh
             newly = state.offline_by_dirs(broker) - state.offline_replicas.setdefault(broker, set())
             if newly:
-                await self._replicas_offline(broker, newly)
+                await self._replicas_offline(broker, newly, f"log dir {failed} failed")
             else:
-                log.info("broker %d reported a failed log dir (%s); asking which of its replicas are offline",
-                         broker, ", ".join(d.path for d in fresh.offline_dirs) or "unknown dir")
+                # Its replicas there were already reported offline (a LeaderAndIsr answer came
+                # first), or none is recorded there yet: the LeaderAndIsr below asks the broker.
+                log.warning("broker %d: log dir %s failed; no replica recorded there is still online, asking "
+                            "the broker which of its replicas are offline", broker, failed)
             self._send_leader_and_isr(broker, state.partitions_of(broker))
         for path, _ in notifications:
             await self.zk.delete_notification(path)
 
-    async def _replicas_offline(self, broker: int, replicas: set[TopicPartition]) -> None:
-        """``broker``'s replicas of these partitions cannot serve (their dir failed): the ones it
-        led get a new leader from the ISR, it leaves the others' ISR, and every broker's
-        metadata lists them offline."""
+    async def _replicas_offline(self, broker: int, replicas: set[TopicPartition], cause: str) -> None:
+        """``broker``'s replicas of these partitions cannot serve (their dir failed, which
+        ``cause`` says for the log): the ones it led get a new leader from the ISR, it leaves the
+        others' ISR, and every broker's metadata lists them offline."""
         state = self.state
         state.offline_replicas.setdefault(broker, set()).update(replicas)
         replicas = {tp for tp in replicas if tp[0] not in state.deleting}
@@ -449,12 +453,10 @@ class ZkController:
                     left_isr[tp] = updated
         self._tell_replicas(left_isr)
         self._send_update_metadata(state.brokers, {tp: state.partitions[tp] for tp in replicas})
-        registration = state.brokers.get(broker)
-        dirs = ", ".join(d.path for d in registration.offline_dirs) if registration is not None else ""
         leaders = ", ".join(f"{t}-{p} -> {r.state.leader if r.state.leader >= 0 else 'none'}"
                             for (t, p), r in sorted(moved.items()))
-        log.warning("broker %d: log dir %s failed, %d replica(s) there offline (%s); leadership moved: %s; "
-                    "left the ISR: %s", broker, dirs or "(unknown)", len(replicas), _names(replicas),
+        log.warning("broker %d: %s, %d replica(s) there offline (%s); leadership moved: %s; "
+                    "left the ISR: %s", broker, cause, len(replicas), _names(replicas),
                     leaders or "none", _names(left_isr))
 
     async def _replicas_lost(self, broker: int, replicas: set[TopicPartition]) -> None:
@@ -961,7 +963,8 @@ class ZkController:
         known -= online
         newly = {tp for tp in offline - known if tp in state.partitions}
         if newly:
-            await self._replicas_offline(broker, newly)
+            await self._replicas_offline(broker, newly, "its LeaderAndIsr answer reports replicas on a failed "
+                                                        "log dir")
 
     def _send_update_metadata(self, brokers: Iterable[int], partitions: dict[TopicPartition, PartitionRecord]) -> None:
         state = self.state
