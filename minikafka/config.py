@@ -253,6 +253,9 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("log.dir.min.free.bytes", _parse_int, 0,
                   "a log dir with less free room than this gets no new replica and no move (0: no floor)",
                   lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("background.threads", _parse_int, 10,
+                  "threads for the log dirs' blocking background work: the fsync of a rolled segment, "
+                  "the removal of a deleted partition's files", lambda v: v >= 1, "must be >= 1"),
         ConfigDef("num.replica.alter.log.dirs.threads", _parse_int, None,
                   "threads copying replicas between log dirs, and moves running at once "
                   "(default: the number of log dirs)", lambda v: v >= 1, "must be >= 1"),

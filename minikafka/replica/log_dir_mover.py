@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from prometheus_client import Counter, Gauge
 
 from minikafka.replica.replica_manager import ReplicaManager
-from minikafka.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
+from minikafka.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir_path
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.failure_channel import LogDirFailureChannel
@@ -212,14 +212,6 @@ def fsync_paths(paths: list[str]) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def _fsync_dir_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_existing(paths: list[str]) -> None:
@@ -770,7 +762,7 @@ class LogDirMover:
         retired: str | None = None
         try:
             retired = self.log_manager.retire_moved_source(old_log, sync=False)
-            await self._in_thread(_fsync_dir_path, move.source_dir)
+            await self._in_thread(fsync_dir_path, move.source_dir)
         except KafkaStorageError as exc:
             log.error("could not retire the old dir of %s in %s: %s", move.name, move.source_dir, exc)
             retired = None
@@ -780,7 +772,7 @@ class LogDirMover:
         hook_point("swap.source_retired")
         try:
             self.log_manager.promote_future_log(move.topic, move.partition, sync=False)
-            await self._in_thread(_fsync_dir_path, move.dest_dir)
+            await self._in_thread(fsync_dir_path, move.dest_dir)
         except KafkaStorageError as exc:
             raise _DirFailed(exc.log_dir, exc.cause if isinstance(exc.cause, OSError)
                              else OSError(errno.EIO, str(exc))) from exc

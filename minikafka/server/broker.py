@@ -45,6 +45,7 @@ from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
 from minikafka.server.log_dir_reports import LogDirReports
 from minikafka.server.metrics import export_catch_up
+from minikafka.storage.background_io import BackgroundIo
 from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 from minikafka.storage.errors import (
     InconsistentMetadataError,
@@ -100,7 +101,8 @@ class Broker:
             cluster_id = await self._connect_zookeeper()
         self.log_manager = LogManager(self.log_dirs, self.config.broker_id, cluster_id,
                                       log_config_for({}, self.config), self.failure_channel,
-                                      min_free_bytes=self.config["log.dir.min.free.bytes"])
+                                      min_free_bytes=self.config["log.dir.min.free.bytes"],
+                                      background=BackgroundIo(self.config["background.threads"]))
         try:
             self.log_manager.startup()
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
@@ -439,6 +441,7 @@ class Broker:
         await self.mover.stop()
         await self.cleaner.stop()
         await self.security.stop()
+        await self.log_manager.background.drain()
         self.log_manager.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -44,11 +44,16 @@ def uuid_from_base64(text: str) -> uuid.UUID:
 
 def fsync_dir(path: str, io: DirGuard) -> None:
     with io:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir_path(path)
+
+
+def fsync_dir_path(path: str) -> None:
+    """fsync a directory; no guard, for threads that report their own errors."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_atomically(path: str, data: bytes, io: DirGuard) -> None:

@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 from prometheus_client import Counter, Gauge
 
+from minikafka.storage.checkpoints import fsync_dir_path
 from minikafka.storage.crash_points import hook_point
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import KafkaStorageError
@@ -493,14 +494,6 @@ def _die_with_the_broker(broker_pid: int) -> None:
         os._exit(1)
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _answered(readable: asyncio.Future[None]) -> None:
     if not readable.done():
         readable.set_result(None)
@@ -738,7 +731,7 @@ class LogCleaner:
                 job.generation = log_.segments_generation
                 await asyncio.sleep(0)  # appends and reads go on between two swaps
             if swapped:
-                await asyncio.to_thread(_fsync_dir, log_.dir_path)
+                await asyncio.to_thread(fsync_dir_path, log_.dir_path)
             log_.clean_until = max(log_.clean_until, min(result.map_end, log_.log_end_offset))
             self.log_manager.write_cleaner_checkpoint(log_.log_dir)
             hook_point("clean.checkpointed")

@@ -78,6 +78,13 @@ class _IndexFile:
             with self.io:
                 os.fsync(self._fd)
 
+    def duplicate_fd(self) -> int | None:
+        """A duplicate of the open fd, for an fsync off the event loop (the caller closes it)."""
+        if self._fd is None:
+            return None
+        with self.io:
+            return os.dup(self._fd)
+
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None

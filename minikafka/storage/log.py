@@ -11,10 +11,12 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from minikafka.storage.background_io import INLINE_IO, BackgroundIo
 from minikafka.storage.checkpoints import (
     PARTITION_METADATA,
     CorruptCheckpointError,
     fsync_dir,
+    fsync_dir_path,
     read_partition_metadata,
     write_partition_metadata,
 )
@@ -171,6 +173,12 @@ def parse_future_dir(name: str) -> tuple[str, int] | None:
     return parse_partition_dir(stem)
 
 
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -182,12 +190,13 @@ class Log:
     Only the broker's event-loop thread calls it (ReplicaManager for appends and reads,
     LogManager for loading, retention, checkpoints and shutdown, the LogCleaner to swap in
     cleaned segments); it takes no locks. The cleaner's threads read sealed segments through
-    their own duplicates of the fds and write ``.cleaned`` files, never touching this object.
+    their own duplicates of the fds and write ``.cleaned`` files, never touching this object;
+    so do the ``background`` threads that fsync rolled segments.
     """
 
     def __init__(
         self, log_dir: str, dir_path: str, topic: str, partition: int, topic_id: uuid.UUID,
-        config: LogConfig, guard: DirGuard,
+        config: LogConfig, guard: DirGuard, background: BackgroundIo = INLINE_IO,
     ) -> None:
         self.log_dir = log_dir
         self.dir_path = dir_path
@@ -196,6 +205,8 @@ class Log:
         self.topic_id = topic_id
         self.config = config
         self.guard = guard
+        # Where a rolled segment's fsync runs, off the event loop (the LogManager's pool).
+        self.background = background
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
@@ -222,7 +233,7 @@ class Log:
     @classmethod
     def create(
         cls, log_dir: str, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig,
-        guard: DirGuard,
+        guard: DirGuard, background: BackgroundIo = INLINE_IO,
     ) -> Log:
         """Make ``<log_dir>/<topic>-<partition>`` with partition.metadata and an empty segment."""
         name = partition_dir_name(topic, partition)
@@ -232,13 +243,14 @@ class Log:
             os.makedirs(dir_path, exist_ok=True)
         write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard)
         fsync_dir(log_dir, guard)
-        return cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id)
+        return cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
 
     @classmethod
     def load(
         cls, log_dir: str, dir_path: str, config: LogConfig, guard: DirGuard, *, clean: bool,
         recovery_point: int | None = None, log_start_offset: int | None = None,
         high_watermark: int | None = None, topic_id: uuid.UUID | None = None, clean_until: int | None = None,
+        background: BackgroundIo = INLINE_IO,
     ) -> Log:
         """Open an existing partition dir (or a move's future dir); without ``clean``, recover
         from the recovery point."""
@@ -255,7 +267,7 @@ class Log:
             raise InconsistentTopicIdError(
                 f"{dir_path} holds topic id {stored_id}, not {topic_id}"
             )
-        log = cls(log_dir, dir_path, topic, partition, stored_id or topic_id or ZERO_UUID, config, guard)
+        log = cls(log_dir, dir_path, topic, partition, stored_id or topic_id or ZERO_UUID, config, guard, background)
         if stored_id is None and topic_id is not None:
             write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard)
         log._load_segments(clean, recovery_point, log_start_offset, high_watermark)
@@ -595,20 +607,50 @@ class Log:
         return not active.fits_offsets(last_offset)
 
     def roll(self, now_ms: int | None = None, base_offset: int | None = None) -> Segment:
-        """Start a new active segment at the log end (fsyncing the old one); returns it."""
+        """Start a new active segment at the log end; returns it. The segments the recovery
+        point does not cover yet are fsynced in the background, as Kafka's roll schedules their
+        flush: writing back a whole segment takes a large part of a second, which no append or
+        read should wait for. The recovery point moves to the new segment once that is done."""
         active = self.segments[-1]
         base = self._leo if base_offset is None else base_offset
         if active.size == 0 and active.base_offset == base:
             return active
-        active.on_become_inactive(flush=True)
-        self._flush_segments()
-        segment = Segment.create(self.dir_path, base, self.guard, self.config.index_interval_bytes)
+        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+        fds: list[int] = []
+        try:
+            for segment in self.segments[first:-1]:
+                fds += segment.fds_to_sync()
+            fds += active.on_become_inactive(sync_later=True)
+            segment = Segment.create(self.dir_path, base, self.guard, self.config.index_interval_bytes)
+        except BaseException:
+            _close_all(fds)
+            raise
         self.segments.append(segment)
         self._bases.append(base)
-        self.recovery_point = max(self.recovery_point, self._leo)
         self.producer_state.take_snapshot(base)
-        fsync_dir(self.dir_path, self.guard)
+        self._sync_in_background(fds, self._leo)
         return segment
+
+    def _sync_in_background(self, fds: list[int], recovered_to: int) -> None:
+        """fsync ``fds`` (closing them) and the partition dir off the event loop; then the
+        recovery point moves up to ``recovered_to``, unless the segments changed meanwhile
+        (a truncation could have replaced what was synced)."""
+        generation = self.segments_generation
+        dir_path = self.dir_path
+
+        def sync() -> None:
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+            finally:
+                _close_all(fds)
+            fsync_dir_path(dir_path)
+
+        def synced() -> None:
+            if not self.closed and self.segments_generation == generation and recovered_to <= self._leo:
+                self.recovery_point = max(self.recovery_point, recovered_to)
+
+        self.background.submit(self.guard, sync, synced)
 
     # ---- reads -------------------------------------------------------------------------
 
@@ -860,16 +902,13 @@ class Log:
 
     # ---- durability and lifecycle ----------------------------------------------------
 
-    def _flush_segments(self) -> None:
-        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-        for segment in self.segments[first:]:
-            segment.flush()
-
     def flush(self) -> None:
         """fsync everything written since the recovery point and move it to the log end."""
         if self.recovery_point >= self._leo:
             return
-        self._flush_segments()
+        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+        for segment in self.segments[first:]:
+            segment.flush()
         self.recovery_point = self._leo
 
     def take_producer_snapshot(self) -> None:

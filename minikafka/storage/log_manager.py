@@ -13,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from minikafka.storage.background_io import INLINE_IO, BackgroundIo
 from minikafka.storage.checkpoints import (
     CLEANER_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -193,13 +194,14 @@ class LogManager:
     runs, deletion of removed logs, and the ``logs`` map of every loaded Log.
 
     Called from the broker's event-loop thread only (ReplicaManager creates and deletes
-    logs; the broker's schedulers call ``checkpoint`` and ``run_retention``).  A dir whose
+    logs; the broker's schedulers call ``checkpoint`` and ``run_retention``); its
+    ``background`` threads only fsync rolled segments and remove retired dirs.  A dir whose
     I/O fails is reported to the LogDirFailureChannel and skipped from then on.
     """
 
     def __init__(
         self, log_dirs: list[str], broker_id: int, cluster_id: str, default_config: LogConfig,
-        failure_channel: LogDirFailureChannel, *, min_free_bytes: int = 0,
+        failure_channel: LogDirFailureChannel, *, min_free_bytes: int = 0, background: BackgroundIo = INLINE_IO,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -210,6 +212,8 @@ class LogManager:
         self.cluster_id = cluster_id
         self.default_config = default_config
         self.failure_channel = failure_channel
+        # Blocking work off the event loop: rolled segments' fsyncs (each Log's) and removals.
+        self.background = background
         self.logs: dict[TopicPartition, Log] = {}
         self.directory_ids: dict[str, uuid.UUID] = {}
         self._guards = {d: DirGuard(d, failure_channel) for d in self.log_dirs}
@@ -308,7 +312,7 @@ class LogManager:
                 found = Log.load(
                     log_dir, path, self.default_config, guard, clean=clean,
                     recovery_point=offsets[0], log_start_offset=offsets[1], high_watermark=offsets[2],
-                    clean_until=offsets[3],
+                    clean_until=offsets[3], background=self.background,
                 )
                 if twin is not None and self._settle_twins(twin, found) is twin:
                     continue
@@ -528,7 +532,8 @@ class LogManager:
             raise ValueError(f"{target} is not one of the log dirs {self.log_dirs}")
         if target not in self.live_dirs:
             raise KafkaStorageError(target, partition_dir_name(topic, partition), None)
-        log = Log.create(target, topic, partition, topic_id, config or self.default_config, self._guards[target])
+        log = Log.create(target, topic, partition, topic_id, config or self.default_config, self._guards[target],
+                         self.background)
         self.logs[key] = log
         return log
 
@@ -555,7 +560,7 @@ class LogManager:
         path = log.delete()
         delay = log.config.file_delete_delay_ms
         if delay <= 0:
-            self._remove_tree(log.log_dir, path)
+            self._remove_tree_in_background(log.log_dir, path)
         else:
             now = now_ms if now_ms is not None else _now_ms()
             self._pending_dir_deletes.append((now + delay, log.log_dir, path))
@@ -563,6 +568,11 @@ class LogManager:
     def _remove_tree(self, log_dir: str, path: str) -> None:
         with self._guards[log_dir]:
             shutil.rmtree(path)
+
+    def _remove_tree_in_background(self, log_dir: str, path: str) -> None:
+        """Remove a retired dir off the event loop: freeing a GiB of cached pages takes a
+        good part of a second. Nothing refers to the dir any more, so nothing waits for it."""
+        self.background.submit(self._guards[log_dir], lambda: shutil.rmtree(path))
 
     def take_dir_offline(self, log_dir: str) -> list[TopicPartition]:
         """Drop (and close, without I/O) every log of a failed dir; returns their partitions."""
@@ -674,7 +684,8 @@ class LogManager:
         hook_point("swap.marker_written")
         new = Log.load(future.log_dir, future.dir_path, current.config, self._guards[future.log_dir], clean=True,
                        recovery_point=current.log_end_offset, log_start_offset=current.log_start_offset,
-                       high_watermark=current.high_watermark, clean_until=current.clean_until)
+                       high_watermark=current.high_watermark, clean_until=current.clean_until,
+                       background=self.background)
         current.close()
         del self.future_logs[key]
         self.logs[key] = new
@@ -841,7 +852,8 @@ class LogManager:
         self.logs[key] = Log.load(log_dir, final, self.default_config, self._guards[log_dir], clean=False,
                                   recovery_point=end, log_start_offset=int(marker["log_start_offset"]),  # type: ignore[call-overload]
                                   high_watermark=int(marker["high_watermark"]),  # type: ignore[call-overload]
-                                  clean_until=int(marker.get("clean_until", 0)))  # type: ignore[call-overload]
+                                  clean_until=int(marker.get("clean_until", 0)),  # type: ignore[call-overload]
+                                  background=self.background)
         logger.info("finished the swap of %s into %s, decided before the broker stopped", name, log_dir)
         if marker["source_dir"] in self.live_dirs:
             self._checkpoint_dir(log_dir)
@@ -921,7 +933,7 @@ class LogManager:
         for _, log_dir, path in due:
             if log_dir in live:
                 try:
-                    self._remove_tree(log_dir, path)
+                    self._remove_tree_in_background(log_dir, path)
                 except KafkaStorageError as exc:
                     logger.error("removing %s failed: %s", path, exc)
         return deleted
@@ -962,3 +974,4 @@ class LogManager:
         self._pending_dir_deletes = []
         self.logs = {}
         self.future_logs = {}
+        self.background.close()

@@ -411,19 +411,20 @@ class Segment:
         """Whether ``last_offset`` is still expressible as an int32 relative to the base."""
         return last_offset - self.base_offset <= INT32_MAX
 
-    def on_become_inactive(self, flush: bool = False) -> None:
-        """Record the segment's max timestamp in the time index (retention reads it), fsync
-        everything if asked, and drop the index fds."""
+    def on_become_inactive(self, sync_later: bool = False) -> list[int]:
+        """Record the segment's max timestamp in the time index (retention reads it) and drop the
+        index fds. With ``sync_later``, returns ``fds_to_sync`` (taken before the index fds close)
+        for the caller to fsync off the event loop; else nothing."""
         self._ensure_loaded()
         if self._max_timestamp >= 0:
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-        if flush:
-            self.flush()
+        fds = self.fds_to_sync() if sync_later else []
         self.offset_index.file.close()
         self.time_index.file.close()
         # Lagging consumers of an old segment can afford an index lookup; free the memory.
         unindexed = bisect_left(self._recent_positions, self.offset_index.last_position())
         self._trim_recent(len(self._recent_positions) - unindexed)
+        return fds
 
     # ---- lookups -------------------------------------------------------------------------
 
@@ -568,6 +569,23 @@ class Segment:
         self.offset_index.file.flush()
         self.time_index.file.flush()
         self.txn_index.flush()
+
+    def fds_to_sync(self) -> list[int]:
+        """Duplicates of the fds of every file ``flush`` would fsync, for an fsync off the event
+        loop that this segment's closing or deletion cannot disturb (the caller closes them)."""
+        fds: list[int] = []
+        try:
+            with self.guard:
+                fds.append(os.dup(self._log_fd))
+            for fd in (self.offset_index.file.duplicate_fd(), self.time_index.file.duplicate_fd(),
+                       self.txn_index.open_for_sync()):
+                if fd is not None:
+                    fds.append(fd)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     def close(self) -> None:
         """Release the fds; never raises (FileSlices keep their own dups)."""

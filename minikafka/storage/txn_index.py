@@ -89,13 +89,20 @@ class TransactionIndex:
         return [txn for txn in self.entries if txn.last_offset >= start and txn.first_offset < end]
 
     def flush(self) -> None:
-        if self._entries:
+        fd = self.open_for_sync()
+        if fd is not None:
             with self.guard:
-                fd = os.open(self.path, os.O_RDONLY)
                 try:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+
+    def open_for_sync(self) -> int | None:
+        """An fd of the file for an fsync (the caller closes it); None if there is no file."""
+        if not self._entries:
+            return None
+        with self.guard:
+            return os.open(self.path, os.O_RDONLY)
 
 
 def encode_entries(entries: list[AbortedTxn]) -> bytes:
