@@ -16,7 +16,6 @@ from minikafka.storage.checkpoints import (
     PARTITION_METADATA,
     CorruptCheckpointError,
     fsync_dir,
-    fsync_dir_path,
     read_partition_metadata,
     write_partition_metadata,
 )
@@ -622,6 +621,8 @@ class Log:
                 fds += segment.fds_to_sync()
             fds += active.on_become_inactive(sync_later=True)
             segment = Segment.create(self.dir_path, base, self.guard, self.config.index_interval_bytes)
+            with self.guard:  # the dir too, for the new segment's files: by fd, as a rename may follow
+                fds.append(os.open(self.dir_path, os.O_RDONLY | os.O_DIRECTORY))
         except BaseException:
             _close_all(fds)
             raise
@@ -632,11 +633,10 @@ class Log:
         return segment
 
     def _sync_in_background(self, fds: list[int], recovered_to: int) -> None:
-        """fsync ``fds`` (closing them) and the partition dir off the event loop; then the
-        recovery point moves up to ``recovered_to``, unless the segments changed meanwhile
-        (a truncation could have replaced what was synced)."""
+        """fsync ``fds`` and close them, off the event loop; then the recovery point moves up
+        to ``recovered_to``, unless the segments changed meanwhile (a truncation could have
+        replaced what was synced)."""
         generation = self.segments_generation
-        dir_path = self.dir_path
 
         def sync() -> None:
             try:
@@ -644,7 +644,6 @@ class Log:
                     os.fsync(fd)
             finally:
                 _close_all(fds)
-            fsync_dir_path(dir_path)
 
         def synced() -> None:
             if not self.closed and self.segments_generation == generation and recovered_to <= self._leo:

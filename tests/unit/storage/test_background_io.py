@@ -108,6 +108,18 @@ async def test_a_truncation_during_the_fsync_keeps_the_recovery_point_where_it_w
     log.close()
 
 
+async def test_a_log_deleted_during_the_fsync_leaves_its_dir_online(log_dir, background, monkeypatch):
+    channel = LogDirFailureChannel()
+    log = full_log(log_dir, channel, background)
+    held = HeldFsyncs(monkeypatch)
+    log.append_as_leader(make_batch(20, value_size=50), 0, 0)
+    await until(lambda: held.calls > 0)
+    log.delete()  # renamed ...-delete, as a deleted topic's replica is
+    held.release()
+    await background.drain()
+    assert not channel.is_offline(log_dir)
+
+
 async def test_an_fsync_failing_in_the_background_takes_the_dir_offline(log_dir, background, monkeypatch):
     channel = LogDirFailureChannel()
     log = full_log(log_dir, channel, background)
