@@ -206,8 +206,19 @@ class ZkController:
         """A ZooKeeper watch callback that queues ``event`` while this broker is controller."""
         def fired() -> None:
             if self.active:
-                self.post(event)
+                self._post_while_controller(event)
         return fired
+
+    def _post_while_controller(self, event: Callable[[], Awaitable[None]]) -> None:
+        """Queue ``event`` for this controllership only: by the time it runs this broker may have
+        resigned (its session expired with events still queued), and a former controller acting
+        on what it learnt took notifications away from its successor."""
+        epoch = self.state.epoch
+
+        async def while_controller() -> None:
+            if self.active and self.state.epoch == epoch:
+                await event()
+        self.post(while_controller)
 
     async def _elect(self) -> None:
         if self.active:
@@ -432,7 +443,7 @@ class ZkController:
                             "the broker which of its replicas are offline", broker, failed)
             self._send_leader_and_isr(broker, state.partitions_of(broker))
         for path, _ in notifications:
-            await self.zk.delete_notification(path)
+            await self.zk.delete_notification(path, state.epoch_zk_version)
 
     async def _replicas_offline(self, broker: int, replicas: set[TopicPartition], cause: str) -> None:
         """``broker``'s replicas of these partitions cannot serve (their dir failed, which
@@ -622,7 +633,7 @@ class ZkController:
                     found = await self.zk.partition_state(*tp)
                     if found is not None:
                         changed[tp] = self.state.partitions[tp] = PartitionRecord(*found)
-            await self.zk.delete_notification(name)
+            await self.zk.delete_notification(name, self.state.epoch_zk_version)
         if changed:
             self._send_update_metadata(self.state.brokers, changed)
         for tp in changed:
@@ -679,6 +690,8 @@ class ZkController:
     async def _elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
         state = self.state
         wanted = list(state.partitions) if partitions is None else list(partitions)
+        if not self.active:
+            return dict.fromkeys(wanted, (ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller"))
         results: dict[TopicPartition, Outcome] = {}
         changed: dict[TopicPartition, PartitionRecord] = {}
         for tp in wanted:
@@ -711,7 +724,7 @@ class ZkController:
         interval = self.config["leader.imbalance.check.interval.seconds"]
         while True:
             await asyncio.sleep(interval)
-            self.post(self._rebalance)
+            self._post_while_controller(self._rebalance)
 
     async def _rebalance(self) -> None:
         if not self.active:
@@ -783,7 +796,7 @@ class ZkController:
             log.info("reassigning %s-%d to %s: adding %s, removing %s once they are in sync", tp[0], tp[1],
                      list(after.target), list(after.adding) or "none", list(after.removing) or "none")
         if updated is None:  # its leader changed the ISR meanwhile: tell them once that is read
-            self.post(lambda: self._tell_reassignment(tp, gone))
+            self._post_while_controller(lambda: self._tell_reassignment(tp, gone))
         else:
             await self._tell_reassignment(tp, gone)
         return ErrorCode.NONE, None
@@ -822,7 +835,7 @@ class ZkController:
             isr=tuple(b for b in record.state.isr if b in final.replicas),
             directories={b: d for b, d in record.state.directories.items() if b in final.replicas}))
         if updated is None:
-            self.post(lambda: self._finish_reassignment(tp))
+            self._post_while_controller(lambda: self._finish_reassignment(tp))
             return
         await self._set_assignment(tp, final)
         gone = dropped(moving, final)
@@ -878,7 +891,7 @@ class ZkController:
             if found is not None:
                 state.partitions[tp] = PartitionRecord(*found)
             log.info("%s-%d changed while the controller decided; it will decide again", tp[0], tp[1])
-            self.post(lambda: self._elect_again(tp))
+            self._post_while_controller(lambda: self._elect_again(tp))
             return None
         updated = state.partitions[tp] = PartitionRecord(new_state, version)
         return updated
@@ -951,7 +964,7 @@ class ZkController:
                 elif answer.error_code == ErrorCode.NONE:
                     online.add((name, answer.partition_index))
         if offline or online:
-            self.post(lambda: self._replica_states_reported(broker, broker_epoch, offline, online))
+            self._post_while_controller(lambda: self._replica_states_reported(broker, broker_epoch, offline, online))
 
     async def _replica_states_reported(self, broker: int, broker_epoch: int, offline: set[TopicPartition],
                                        online: set[TopicPartition]) -> None:

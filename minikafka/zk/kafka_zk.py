@@ -595,8 +595,19 @@ class KafkaZk:
                 found.append((path, None))
         return found
 
-    async def delete_notification(self, path: str) -> None:
-        await self.delete(path)
+    async def delete_notification(self, path: str, controller_epoch_version: int) -> None:
+        """Delete a notification the controller handled, if the controller epoch is still the
+        one at ``controller_epoch_version`` (Kafka fences these deletes too): a controller that
+        lost its place must not take a notification away from its successor. StaleState if the
+        epoch moved on; a notification already gone is no error."""
+        transaction = self.client.transaction()
+        transaction.check("/controller_epoch", controller_epoch_version)
+        transaction.delete(path)
+        epoch_check, deletion = await self._call(transaction.commit_async())
+        if isinstance(epoch_check, (BadVersionError, NoNodeError)):
+            raise StaleState("the controller epoch moved on")
+        if isinstance(deletion, Exception) and not isinstance(deletion, (NoNodeError, RolledBackError)):
+            raise deletion
 
     # -- configs ---------------------------------------------------------------------------------
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str] | None:
