@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import random
 import re
 import signal
 import socket
@@ -36,8 +37,32 @@ HOST = "127.0.0.1"
 _live_brokers: set[BrokerProcess] = set()
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            low, high = (int(p) for p in ports.read().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+    return low, high
+
+
+_PORTS = random.SystemRandom()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago, from below the kernel's
+    ephemeral range: a port from that range (what binding port 0 gives) can be taken by any
+    outgoing connection of another test's clients or brokers before the process it is meant for
+    binds it, and that broker then fails to start ("Address already in use", seen in CI)."""
+    below = max(_ephemeral_ports()[0], 10_001)
+    for _ in range(200):
+        port = _PORTS.randrange(10_000, below)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]

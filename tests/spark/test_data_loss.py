@@ -12,11 +12,13 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+from kafka.admin import ConfigResource, ConfigResourceType
 from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 
 from tests.integration.broker_process import BrokerProcess, wait_until
 from tests.integration.clients import create_topic
+from tests.system.observe import alter_configs
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +32,15 @@ def trimmed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
                            overrides={"log.retention.check.interval.ms": "200"})
     broker.start()
     try:
-        create_topic(broker.bootstrap, TOPIC, 1, configs={"segment.bytes": "2048", "retention.bytes": "4096"})
+        create_topic(broker.bootstrap, TOPIC, 1, configs={"segment.bytes": "2048"})
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
         for i in range(40):  # one batch each, so segments roll between them
             producer.produce(TOPIC, value=b"%03d" % i + bytes(200))
             assert producer.flush(10) == 0
+        # Only now: one retention run then deletes every segment it ever will. Set before, it ran
+        # during the produce too, and the log start read below could be one a later run moved on.
+        alter_configs(broker.bootstrap, ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={
+            "retention.bytes": "4096"}))
         consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "probe"})
         try:
             low, high = wait_until(
