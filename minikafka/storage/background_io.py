@@ -68,9 +68,10 @@ class BackgroundIo:
 
     async def drain(self) -> None:
         """Wait for the work submitted so far (a clean shutdown flushes after it)."""
+        # Each future's own done callback (``_finished``) runs before ``wait`` returns: it was
+        # added first. The loop picks up work a ``then`` submitted.
         while self._pending:
             await asyncio.wait(set(self._pending))
-            await asyncio.sleep(0)  # their done callbacks run
 
     def close(self) -> None:
         if self._executor is not None:

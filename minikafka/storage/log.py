@@ -44,6 +44,7 @@ from minikafka.storage.segment import (
     TIME_INDEX_SUFFIX,
     FileSlice,
     Segment,
+    close_fds,
     last_offset_in_file,
     segment_name,
 )
@@ -170,12 +171,6 @@ def parse_future_dir(name: str) -> tuple[str, int] | None:
     if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
         return None
     return parse_partition_dir(stem)
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def _now_ms() -> int:
@@ -624,7 +619,7 @@ class Log:
             with self.guard:  # the dir too, for the new segment's files: by fd, as a rename may follow
                 fds.append(os.open(self.dir_path, os.O_RDONLY | os.O_DIRECTORY))
         except BaseException:
-            _close_all(fds)
+            close_fds(fds)
             raise
         self.segments.append(segment)
         self._bases.append(base)
@@ -643,7 +638,7 @@ class Log:
                 for fd in fds:
                     os.fsync(fd)
             finally:
-                _close_all(fds)
+                close_fds(fds)
 
         def synced() -> None:
             if not self.closed and self.segments_generation == generation and recovered_to <= self._leo:

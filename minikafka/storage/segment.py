@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from array import array
 from bisect import bisect_left, bisect_right
@@ -48,6 +49,13 @@ _RECENT_BATCHES = 4096
 
 # The batch timestamp type whose records all carry the batch's time (Kafka's numbering).
 LOG_APPEND_TIME = 1
+
+
+def close_fds(fds: list[int]) -> None:
+    """Close every fd, whatever fails (duplicates handed to a thread, or on an error path)."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def segment_name(base_offset: int) -> str:
@@ -582,8 +590,7 @@ class Segment:
                 if fd is not None:
                     fds.append(fd)
         except BaseException:
-            for fd in fds:
-                os.close(fd)
+            close_fds(fds)
             raise
         return fds
 
