@@ -46,22 +46,37 @@ def _first_ephemeral_port() -> int:
 
 
 _PORTS = random.SystemRandom()
+_handed_out: set[int] = set()
+
+
+def _port_range() -> range:
+    """This process's share of the ports below the kernel's ephemeral range: each pytest-xdist
+    worker draws from its own slice, so two workers never pick the same port."""
+    ports = range(10_000, max(_first_ephemeral_port(), 10_001))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    worker = int((os.environ.get("PYTEST_XDIST_WORKER") or "gw0").removeprefix("gw") or 0)
+    share = len(ports) // max(workers, 1)
+    return ports[worker * share:(worker + 1) * share] if share else ports
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listened on a moment ago, from below the kernel's
-    ephemeral range: a port from that range (what binding port 0 gives) can be taken by any
-    outgoing connection of another test's clients or brokers before the process it is meant for
-    binds it, and that broker then fails to start ("Address already in use", seen in CI)."""
-    below = max(_first_ephemeral_port(), 10_001)
+    """A TCP port on 127.0.0.1 that nothing listens on and that this process never handed out
+    before, from below the kernel's ephemeral range: a port from that range (what binding port 0
+    gives) can be taken by any outgoing connection of another test's clients or brokers before
+    the process it is meant for binds it, and that broker then fails to start ("Address already
+    in use", seen in CI)."""
+    ports = _port_range()
     for _ in range(200):
-        port = _PORTS.randrange(10_000, below)
+        port = _PORTS.choice(ports)
+        if port in _handed_out:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((HOST, port))
             except OSError:
                 continue
-            return port
+        _handed_out.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]

@@ -73,12 +73,17 @@ class KeyedUpdates:
 
 
 def _replica_latest(log_dirs: list[Path]) -> tuple[dict[bytes, tuple[int, bytes]], int]:
-    """Each key's latest (offset, value) in a replica's segment files, and how many records they hold."""
+    """Each key's latest (offset, value) in a replica's segment files, and how many records they
+    hold. A running broker's clean may swap segments while they are read: then it reads again."""
+    return wait_until(lambda: _read_replica(log_dirs), 10, interval=0.1, what="a replica's segments read whole")
+
+
+def _read_replica(log_dirs: list[Path]) -> tuple[dict[bytes, tuple[int, bytes]], int]:
     latest: dict[bytes, tuple[int, bytes]] = {}
     count = 0
     for log_dir in log_dirs:
         for segment in sorted((log_dir / f"{TOPIC}-0").glob("*.log")) if (log_dir / f"{TOPIC}-0").is_dir() else []:
-            records = MemoryRecords(segment.read_bytes())
+            records = MemoryRecords(segment.read_bytes())  # FileNotFoundError if a swap retired it
             while records.has_next():
                 for record in records.next_batch():
                     latest[record.key] = (record.offset, record.value)
