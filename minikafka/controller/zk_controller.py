@@ -627,18 +627,21 @@ class ZkController:
     async def _isr_changed(self) -> None:
         notifications = await self.zk.isr_change_notifications(watch=self._watch(self._isr_changed))
         changed: dict[TopicPartition, PartitionRecord] = {}
-        for name, partitions in notifications:
+        for _, partitions in notifications:
             for tp in partitions:
-                if tp in self.state.partitions:
+                if tp in self.state.partitions and tp not in changed:
                     found = await self.zk.partition_state(*tp)
                     if found is not None:
                         changed[tp] = self.state.partitions[tp] = PartitionRecord(*found)
-            await self.zk.delete_notification(name, self.state.epoch_zk_version)
         if changed:
             self._send_update_metadata(self.state.brokers, changed)
         for tp in changed:
             if self.state.assignment_of(tp).moving:
                 await self._finish_reassignment(tp)
+        # Deleted once handled, not before: a reassignment's end does not wait for these writes,
+        # and a controller that fails before them reads the changes again on taking over.
+        for name, _ in notifications:
+            await self.zk.delete_notification(name, self.state.epoch_zk_version)
 
     # ---- clean shutdown and preferred leaders ----------------------------------------------
     async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
@@ -830,33 +833,36 @@ class ZkController:
                         tp[1], list(moving.target))
             return
         final = finished(moving)
+        # The new state and the final replicas in one write: never the one without the other.
         updated = await self._write(tp, replace(
             record.state, leader=leader, leader_epoch=record.state.leader_epoch + 1,
             isr=tuple(b for b in record.state.isr if b in final.replicas),
-            directories={b: d for b, d in record.state.directories.items() if b in final.replicas}))
+            directories={b: d for b, d in record.state.directories.items() if b in final.replicas}), final)
         if updated is None:
             self._post_while_controller(lambda: self._finish_reassignment(tp))
             return
-        await self._set_assignment(tp, final)
         gone = dropped(moving, final)
         log.info("reassignment of %s-%d done: replicas %s, leader %d; deleting the replicas on %s", tp[0], tp[1],
                  list(final.replicas), leader, list(gone) or "none")
         await self._tell_reassignment(tp, gone)
 
     async def _set_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        state = self.state
-        topic = state.topics[tp[0]]
+        new = self._with_assignment(tp, assignment)
+        await self.zk.update_topic_assignment(tp[0], new, self.state.epoch_zk_version)
+        self.state.topics[tp[0]] = new
+
+    def _with_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> TopicAssignment:
+        """The partition's topic with ``assignment`` as the partition's replicas."""
+        topic = self.state.topics[tp[0]]
 
         def updated(current: Mapping[int, tuple[int, ...]], replicas: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
             result = {index: r for index, r in current.items() if index != tp[1]}
             if replicas:
                 result[tp[1]] = replicas
             return result
-        new = replace(topic, partitions={**topic.partitions, tp[1]: assignment.replicas},
-                      adding_replicas=updated(topic.adding_replicas, assignment.adding),
-                      removing_replicas=updated(topic.removing_replicas, assignment.removing))
-        await self.zk.update_topic_assignment(tp[0], new, state.epoch_zk_version)
-        state.topics[tp[0]] = new
+        return replace(topic, partitions={**topic.partitions, tp[1]: assignment.replicas},
+                       adding_replicas=updated(topic.adding_replicas, assignment.adding),
+                       removing_replicas=updated(topic.removing_replicas, assignment.removing))
 
     async def _requested_in_zookeeper(self) -> None:
         """Kafka's /admin/reassign_partitions: start what it asks, then delete it (progress is
@@ -877,15 +883,18 @@ class ZkController:
         await self.zk.delete_requested_reassignments()
 
     # ---- writing decisions and telling brokers ------------------------------------------
-    async def _write(self, tp: TopicPartition, new_state: LeaderIsr) -> PartitionRecord | None:
-        """Record a partition's new state, conditional on the version read; after a lost race
-        (its leader changed the ISR meanwhile) the fresh state is kept and None answered."""
+    async def _write(self, tp: TopicPartition, new_state: LeaderIsr, assignment: ReplicaAssignment | None = None
+                     ) -> PartitionRecord | None:
+        """Record a partition's new state (and ``assignment`` as its replicas, in the same
+        transaction), conditional on the version read; after a lost race (its leader changed the
+        ISR meanwhile) neither is written, the fresh state is kept and None answered."""
         state = self.state
         record = state.partitions[tp]
         new_state = replace(new_state, controller_epoch=state.epoch)
+        topic = None if assignment is None else self._with_assignment(tp, assignment)
         try:
             version = await self.zk.update_partition_state(tp[0], tp[1], new_state, record.zk_version,
-                                                           state.epoch_zk_version)
+                                                           state.epoch_zk_version, topic)
         except StaleState:
             found = await self.zk.partition_state(*tp)
             if found is not None:
@@ -893,6 +902,8 @@ class ZkController:
             log.info("%s-%d changed while the controller decided; it will decide again", tp[0], tp[1])
             self._post_while_controller(lambda: self._elect_again(tp))
             return None
+        if topic is not None:
+            state.topics[tp[0]] = topic
         updated = state.partitions[tp] = PartitionRecord(new_state, version)
         return updated
 

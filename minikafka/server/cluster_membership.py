@@ -166,7 +166,7 @@ class ClusterMembership:
 
     async def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
         """Record the leader's new ISR in the partition's state znode, conditional on the state
-        the proposal was decided from; then tell the controller (isr_change_notification)."""
+        the proposal was decided from, with the isr_change_notification that tells the controller."""
         topic, index = partition.topic, partition.index
         try:
             found = await self.zk.partition_state(topic, index)
@@ -175,15 +175,14 @@ class ClusterMembership:
             if found is not None and found[0].leader == self.broker_id \
                     and found[0].leader_epoch == proposal.leader_epoch and found[0].isr == proposal.base_isr:
                 try:
-                    version = await self.zk.update_partition_state(
-                        topic, index, dataclasses.replace(found[0], isr=proposal.isr), found[1])
+                    version = await self.zk.update_isr(topic, index, dataclasses.replace(found[0], isr=proposal.isr),
+                                                       found[1])
                 except StaleState:  # changed between the read and the write: see what won
                     found = await self.zk.partition_state(topic, index)
                 else:
                     old = partition.isr
                     self.replica_manager.isr_committed(partition, proposal, version)
                     log.info("%s-%d: in-sync replicas %s -> %s", topic, index, list(old), list(proposal.isr))
-                    await self._notify_isr_change(topic, index)
                     return
         except Exception as exc:
             log.warning("%s-%d: could not record the ISR %s in ZooKeeper (%s); will try again", topic, index,
@@ -197,12 +196,6 @@ class ClusterMembership:
         log.info("%s-%d: not changing the ISR to %s: the partition changed meanwhile%s", topic, index,
                  list(proposal.isr), f" (in-sync replicas now {list(recorded[0])})" if recorded else "")
         self.replica_manager.isr_refused(partition, proposal, recorded)
-
-    async def _notify_isr_change(self, topic: str, index: int) -> None:
-        try:
-            await self.zk.notify_isr_change([(topic, index)])
-        except Exception as exc:
-            log.warning("could not notify the controller of the ISR change of %s-%d: %s", topic, index, exc)
 
     # ---- topic and broker configs ---------------------------------------------------------------
     async def topic_configs(self, topic: str) -> dict[str, str]:

@@ -194,6 +194,11 @@ def decode_topic_id(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
+def isr_change_notification(partitions: Sequence[tuple[str, int]]) -> bytes:
+    """The body of an /isr_change_notification znode naming ``partitions``."""
+    return _json({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
 def _json(doc: Any) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -530,14 +535,17 @@ class KafkaZk:
             return await self.update_partition_state(topic, partition, state, found[1], controller_epoch_version)
 
     async def update_partition_state(self, topic: str, partition: int, state: LeaderIsr, version: int,
-                                     controller_epoch_version: int | None = None) -> int:
-        """Replace the state if it is still at ``version`` (and, for the controller, the
-        controller epoch still ours); the new version. StaleState otherwise."""
-        path = state_path(topic, partition)
-        if controller_epoch_version is None:
-            return await self.set(path, state.encode(), version)
-        await self._commit(lambda t: (t.check("/controller_epoch", controller_epoch_version),
-                                      t.set_data(path, state.encode(), version)))
+                                     controller_epoch_version: int,
+                                     assignment: TopicAssignment | None = None) -> int:
+        """The controller's replacement of a partition's state, if it is still at ``version`` and
+        the controller epoch still ours (with ``assignment``, the topic's new replicas in the same
+        transaction); the new version. StaleState otherwise."""
+        def ops(t: Any) -> None:
+            t.check("/controller_epoch", controller_epoch_version)
+            t.set_data(state_path(topic, partition), state.encode(), version)
+            if assignment is not None:
+                t.set_data(topic_path(topic), assignment.encode())
+        await self._commit(ops)
         return version + 1
 
     async def topics_to_delete(self, watch: Watch | None = None) -> list[str]:
@@ -555,9 +563,17 @@ class KafkaZk:
         await self.delete(f"/admin/delete_topics/{topic}")
 
     # -- notifications -------------------------------------------------------------------------
-    async def notify_isr_change(self, partitions: Sequence[tuple[str, int]]) -> None:
-        await self.create(f"/isr_change_notification/{ISR_CHANGE_PREFIX}", _json(
-            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}), sequence=True)
+    async def update_isr(self, topic: str, partition: int, state: LeaderIsr, version: int) -> int:
+        """A leader's ISR change: the partition's new state, if it is still at ``version``, and the
+        isr_change_notification that tells the controller, in one transaction: a leader that dies
+        in between cannot leave the one without the other, and the write is one ZooKeeper commit
+        to wait for, not two (each waits on ZooKeeper's fsync, slow while the disk writes back a
+        replica's segments). The new version; StaleState if the state changed."""
+        await self._commit(lambda t: (
+            t.set_data(state_path(topic, partition), state.encode(), version),
+            t.create(f"/isr_change_notification/{ISR_CHANGE_PREFIX}", isr_change_notification([(topic, partition)]),
+                     sequence=True)))
+        return version + 1
 
     async def isr_change_notifications(self, watch: Watch | None = None) -> list[tuple[str, list[tuple[str, int]]]]:
         found = []

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from minikafka.config import BrokerConfig
 from minikafka.controller.zk_controller import ZkController
-from minikafka.zk.kafka_zk import KafkaZk
+from minikafka.zk.kafka_zk import ISR_CHANGE_PREFIX, KafkaZk, isr_change_notification
 from tests.system.zookeeper import ZooKeeperProcess
 
 
@@ -31,6 +31,12 @@ async def _until(condition: Callable[[], bool | Awaitable[bool]], what: str) -> 
                 await asyncio.sleep(0.01)
     except TimeoutError:
         raise AssertionError(f"timed out waiting for {what}") from None
+
+
+async def _notify_isr_change(zk: KafkaZk, partition: tuple[str, int]) -> None:
+    """The notification a leader writes with its ISR change (of a partition this test never creates)."""
+    await zk.create(f"/isr_change_notification/{ISR_CHANGE_PREFIX}", isr_change_notification([partition]),
+                    sequence=True)
 
 
 async def _no_notification(zk: KafkaZk) -> bool:
@@ -64,7 +70,7 @@ async def test_a_resigned_controllers_queued_events_leave_notifications_to_its_s
         second.start()
 
         release_first = await _hold(first)
-        await leader.notify_isr_change([("t", 0)])
+        await _notify_isr_change(leader, ("t", 0))
         await _until(lambda: first._events.qsize() > 0, "broker 1's watch queueing the ISR change")
         await first._resign()  # as when its session expired, with that event still queued
         await sessions[0].resign_controller(1)
@@ -72,7 +78,7 @@ async def test_a_resigned_controllers_queued_events_leave_notifications_to_its_s
         await _until(lambda: _no_notification(leader), "broker 2's take-over handling the first change")
 
         release_second = await _hold(second)
-        await leader.notify_isr_change([("t", 1)])
+        await _notify_isr_change(leader, ("t", 1))
         waiting = await leader.isr_change_notifications()
         assert [partitions for _, partitions in waiting] == [[("t", 1)]]
         await _until(lambda: second._events.qsize() > 0, "broker 2's watch queueing the ISR change")
