@@ -613,7 +613,7 @@ class ZkController:
                 if away := sorted(holders - set(state.brokers)):
                     log.info("deleting topic %s while brokers %s are away: they delete their replicas when they "
                              "return", name, away)
-            await self.zk.delete_topic_znodes(name)
+            await self.zk.delete_topic_znodes(name, state.epoch_zk_version)
             self._forget_topic(name)
             state.deleting.discard(name)
             log.info("deleted topic %s", name)
@@ -867,20 +867,22 @@ class ZkController:
     async def _requested_in_zookeeper(self) -> None:
         """Kafka's /admin/reassign_partitions: start what it asks, then delete it (progress is
         kept in the topics' znodes, as KIP-455 does)."""
-        try:
-            requested = await self.zk.requested_reassignments(watch=self._watch(self._requested_in_zookeeper))
-        except ValueError as exc:
-            log.error("ignoring /admin/reassign_partitions: %s", exc)
-            await self.zk.delete_requested_reassignments()
+        request = await self.zk.requested_reassignments(watch=self._watch(self._requested_in_zookeeper))
+        if request is None:
             return
-        if requested is None:
-            return
-        for tp, replicas in sorted(requested.items()):
+        if request.malformed is not None:
+            log.error("ignoring /admin/reassign_partitions: %s", request.malformed)
+        for tp, replicas in sorted(request.partitions.items()):
             error, why = await self._reassign(tp, replicas)
             if error != ErrorCode.NONE:
                 log.error("ignoring the reassignment of %s-%d to %s in /admin/reassign_partitions: %s", tp[0], tp[1],
                           list(replicas), why)
-        await self.zk.delete_requested_reassignments()
+        try:
+            await self.zk.delete_requested_reassignments(request.version, self.state.epoch_zk_version)
+        except StaleState:
+            # Rewritten (or removed) since it was read: its watch has queued a new reading.
+            log.info("/admin/reassign_partitions changed while the controller started what it asked; reading it "
+                     "again")
 
     # ---- writing decisions and telling brokers ------------------------------------------
     async def _write(self, tp: TopicPartition, new_state: LeaderIsr, assignment: ReplicaAssignment | None = None

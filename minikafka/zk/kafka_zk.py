@@ -60,6 +60,16 @@ class ZooKeeperUnavailable(OSError):
 ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, ConnectionClosedError, SessionExpiredError, OperationTimeoutError)
 
 
+@dataclass(frozen=True)
+class ReassignmentRequest:
+    """What /admin/reassign_partitions asks, read at znode ``version``; ``malformed`` says why
+    it could not be read (then it asks nothing)."""
+
+    partitions: dict[tuple[str, int], tuple[int, ...]]
+    version: int
+    malformed: str | None = None
+
+
 class StaleState(Exception):
     """A conditional write lost: the znode (or the controller epoch) changed since it was read."""
 
@@ -353,19 +363,36 @@ class KafkaZk:
             raise StaleState(path) from None
         return int(stat.version)
 
-    async def delete(self, path: str, recursive: bool = False, version: int = -1) -> None:
-        """Delete (if present); with ``version``, only at that version (StaleState otherwise)."""
+    async def delete(self, path: str, recursive: bool = False, version: int = -1,
+                     controller_epoch_version: int | None = None) -> None:
+        """Delete (if present); with ``version``, only at that version (StaleState otherwise);
+        with ``controller_epoch_version``, each znode only while the controller epoch is still at
+        that version (StaleState otherwise), as Kafka fences its controller's deletes: a
+        controller that lost its place must not delete what its successor relies on."""
         try:
             if recursive:
                 for child in await self.children(path):
-                    await self.delete(f"{path}/{child}", recursive=True)
-            await self._call(self.client.delete_async(path, version))
+                    await self.delete(f"{path}/{child}", True, controller_epoch_version=controller_epoch_version)
+            if controller_epoch_version is None:
+                await self._call(self.client.delete_async(path, version))
+            else:
+                await self._fenced_delete(path, version, controller_epoch_version)
         except NoNodeError:
             pass
         except BadVersionError:
             raise StaleState(path) from None
         except NotEmptyError:  # a child appeared meanwhile
-            await self.delete(path, recursive=True)
+            await self.delete(path, True, version, controller_epoch_version)
+
+    async def _fenced_delete(self, path: str, version: int, controller_epoch_version: int) -> None:
+        transaction = self.client.transaction()
+        transaction.check("/controller_epoch", controller_epoch_version)
+        transaction.delete(path, version)
+        epoch_check, deletion = await self._call(transaction.commit_async())
+        if isinstance(epoch_check, (BadVersionError, NoNodeError)):
+            raise StaleState("the controller epoch moved on")
+        if isinstance(deletion, Exception) and not isinstance(deletion, RolledBackError):
+            raise deletion
 
     async def ensure_path(self, path: str) -> None:
         await self._call(self.client.ensure_path_async(path))
@@ -494,24 +521,30 @@ class KafkaZk:
         await self._commit(lambda t: (t.check("/controller_epoch", controller_epoch_version),
                                       t.set_data(topic_path(topic), assignment.encode())))
 
-    async def requested_reassignments(self, watch: Watch | None = None
-                                      ) -> dict[tuple[str, int], tuple[int, ...]] | None:
+    async def requested_reassignments(self, watch: Watch | None = None) -> ReassignmentRequest | None:
         """Kafka's /admin/reassign_partitions ({"version":1,"partitions":[{"topic","partition",
         "replicas"}]}), None when there is none; ``watch`` fires when it is created or changed."""
         got = await self.get(REASSIGN_PARTITIONS, watch)
         if got is None:
             return None
-        doc = _load(REASSIGN_PARTITIONS, got[0])
+        version = int(got[1].version)
         requested: dict[tuple[str, int], tuple[int, ...]] = {}
-        for entry in doc.get("partitions") or []:
-            try:
-                requested[(str(entry["topic"]), int(entry["partition"]))] = tuple(int(b) for b in entry["replicas"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{REASSIGN_PARTITIONS}: malformed entry {entry!r} ({exc!r})") from None
-        return requested
+        try:
+            doc = _load(REASSIGN_PARTITIONS, got[0])
+            for entry in doc.get("partitions") or []:
+                try:
+                    requested[(str(entry["topic"]), int(entry["partition"]))] = \
+                        tuple(int(b) for b in entry["replicas"])
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{REASSIGN_PARTITIONS}: malformed entry {entry!r} ({exc!r})") from None
+        except ValueError as exc:
+            return ReassignmentRequest({}, version, str(exc))
+        return ReassignmentRequest(requested, version)
 
-    async def delete_requested_reassignments(self) -> None:
-        await self.delete(REASSIGN_PARTITIONS)
+    async def delete_requested_reassignments(self, version: int, controller_epoch_version: int) -> None:
+        """Delete /admin/reassign_partitions if it is still at ``version`` (an operator's newer
+        request is read, not deleted unread) and the controller epoch still ours; StaleState otherwise."""
+        await self.delete(REASSIGN_PARTITIONS, version=version, controller_epoch_version=controller_epoch_version)
 
     async def partition_state(self, topic: str, partition: int) -> tuple[LeaderIsr, int] | None:
         got = await self.get(state_path(topic, partition))
@@ -557,10 +590,10 @@ class KafkaZk:
         except NodeExistsError:
             pass
 
-    async def delete_topic_znodes(self, topic: str) -> None:
-        await self.delete(topic_path(topic), recursive=True)
-        await self.delete(f"/config/topics/{topic}")
-        await self.delete(f"/admin/delete_topics/{topic}")
+    async def delete_topic_znodes(self, topic: str, controller_epoch_version: int) -> None:
+        """The controller's last step of a topic deletion, only while the controller epoch is ours."""
+        for path in (topic_path(topic), f"/config/topics/{topic}", f"/admin/delete_topics/{topic}"):
+            await self.delete(path, recursive=True, controller_epoch_version=controller_epoch_version)
 
     # -- notifications -------------------------------------------------------------------------
     async def update_isr(self, topic: str, partition: int, state: LeaderIsr, version: int) -> int:
@@ -613,17 +646,10 @@ class KafkaZk:
 
     async def delete_notification(self, path: str, controller_epoch_version: int) -> None:
         """Delete a notification the controller handled, if the controller epoch is still the
-        one at ``controller_epoch_version`` (Kafka fences these deletes too): a controller that
-        lost its place must not take a notification away from its successor. StaleState if the
-        epoch moved on; a notification already gone is no error."""
-        transaction = self.client.transaction()
-        transaction.check("/controller_epoch", controller_epoch_version)
-        transaction.delete(path)
-        epoch_check, deletion = await self._call(transaction.commit_async())
-        if isinstance(epoch_check, (BadVersionError, NoNodeError)):
-            raise StaleState("the controller epoch moved on")
-        if isinstance(deletion, Exception) and not isinstance(deletion, (NoNodeError, RolledBackError)):
-            raise deletion
+        one at ``controller_epoch_version``: a controller that lost its place must not take a
+        notification away from its successor. StaleState if the epoch moved on; a notification
+        already gone is no error."""
+        await self.delete(path, controller_epoch_version=controller_epoch_version)
 
     # -- configs ---------------------------------------------------------------------------------
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str] | None:

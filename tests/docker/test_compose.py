@@ -13,6 +13,7 @@ and the ZooKeeper service on the Debian stand-in image (tests/docker/engine.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -115,7 +116,10 @@ class Compose:
         return result.stdout + result.stderr
 
     def down(self) -> None:
-        """Everything down, volumes too; nothing of the project may be left on the engine."""
+        """Everything down, volumes too; nothing of the project may be left on the engine. The
+        containers' last log lines are printed first: pytest shows them if the test failed."""
+        with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
+            print(self("logs", "--no-color", "--tail", "200", timeout=60))
         self("down", "-v", "--remove-orphans")
         assert self.engine.run("ps", "-aq").stdout.strip() == "", "containers left behind"
         assert self.engine.run("volume", "ls", "-q").stdout.strip() == "", "volumes left behind"

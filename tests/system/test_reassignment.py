@@ -316,11 +316,20 @@ def test_kafkas_reassign_partitions_znode_is_honoured_and_the_first_replica_lead
             {"topic": TOPIC, "partition": 1, "replicas": [3, 7]}]}).encode())
         wait_until(lambda: zk.exists("/admin/reassign_partitions") is None, 30, interval=0.2,
                    what="the controller taking the request")
+        # Partition 0 moves; its leader stays until the rebalance gives it to the first replica.
+        _wait_done(cluster, {0: [3, 1], 1: [1, 2]})
+        wait_until(lambda: cluster.leader(TOPIC, 0) == 3, 30, interval=0.2, what="broker 3 leading as first replica")
+        controller = cluster.controller_id()
+        log_text = cluster.brokers[controller].stderr_text(2_000_000)
+        assert f"ignoring the reassignment of {TOPIC}-1 to [3, 7] in /admin/reassign_partitions" in log_text
+        # A request that is JSON but not an object is refused in words and removed, and the
+        # controller stays.
+        epoch = zk.get("/controller_epoch")[0]
+        zk.create("/admin/reassign_partitions", b"[1, 2]")
+        wait_until(lambda: zk.exists("/admin/reassign_partitions") is None, 30, interval=0.2,
+                   what="the controller removing the malformed request")
+        assert "ignoring /admin/reassign_partitions:" in cluster.brokers[controller].stderr_text(2_000_000)
+        assert zk.get("/controller_epoch")[0] == epoch, "the controller resigned over a malformed request"
     finally:
         zk.stop()
         zk.close()
-    # Partition 0 moves; its leader stays until the rebalance gives it to the first replica.
-    _wait_done(cluster, {0: [3, 1], 1: [1, 2]})
-    wait_until(lambda: cluster.leader(TOPIC, 0) == 3, 30, interval=0.2, what="broker 3 leading as first replica")
-    log_text = cluster.brokers[cluster.controller_id()].stderr_text(2_000_000)
-    assert f"ignoring the reassignment of {TOPIC}-1 to [3, 7] in /admin/reassign_partitions" in log_text

@@ -1,0 +1,81 @@
+"""The controller's deletes in ZooKeeper are fenced: by the controller epoch, so that a controller
+that lost its place deletes nothing its successor relies on, and, for /admin/reassign_partitions,
+by the version it read, so that an operator's newer request is read rather than deleted unread.
+Against a real ZooKeeper, through KafkaZk, with the two controllers' sessions made by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from minikafka.zk.kafka_zk import (
+    REASSIGN_PARTITIONS,
+    KafkaZk,
+    LeaderIsr,
+    StaleState,
+    TopicAssignment,
+    topic_path,
+)
+from tests.system.zookeeper import ZooKeeperProcess
+
+
+def _request(replicas: list[int]) -> bytes:
+    return json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": replicas}]}).encode()
+
+
+async def test_a_reassignment_request_rewritten_after_it_was_read_is_not_deleted(zookeeper: ZooKeeperProcess) -> None:
+    zk = KafkaZk(zookeeper.connect + "/minikafka", 6000, 10000)
+    await zk.start()
+    try:
+        became = await zk.try_become_controller(1)
+        assert became is not None
+        await zk.create(REASSIGN_PARTITIONS, _request([1, 2]))
+        read = await zk.requested_reassignments()
+        assert read is not None and read.partitions == {("t", 0): (1, 2)}
+        await zk.set(REASSIGN_PARTITIONS, _request([2, 3]))  # the operator's newer request
+        with pytest.raises(StaleState):
+            await zk.delete_requested_reassignments(read.version, became[1])
+        newer = await zk.requested_reassignments()
+        assert newer is not None and newer.partitions == {("t", 0): (2, 3)}
+        await zk.delete_requested_reassignments(newer.version, became[1])
+        assert await zk.requested_reassignments() is None
+    finally:
+        await zk.close()
+
+
+async def test_a_former_controller_deletes_no_topic_znode_and_no_request(zookeeper: ZooKeeperProcess) -> None:
+    connect = zookeeper.connect + "/minikafka"
+    first, second = KafkaZk(connect, 6000, 10000), KafkaZk(connect, 6000, 10000)
+    await first.start()
+    await second.start()
+    try:
+        old = await first.try_become_controller(1)
+        assert old is not None
+        await first.create_topic("t", TopicAssignment(uuid.uuid4(), {0: (1, 2)}), {"retention.ms": "1000"})
+        await first.create_partition_state("t", 0, LeaderIsr(1, 0, (1, 2), old[0]), old[1])
+        await first.mark_topic_for_deletion("t")
+        await first.create(REASSIGN_PARTITIONS, _request([1, 2]))
+        request = await first.requested_reassignments()
+        assert request is not None
+        await first.resign_controller(1)
+        new = await second.try_become_controller(2)
+        assert new is not None and new[0] == old[0] + 1
+
+        with pytest.raises(StaleState):
+            await first.delete_topic_znodes("t", old[1])
+        with pytest.raises(StaleState):
+            await first.delete_requested_reassignments(request.version, old[1])
+        for path in (topic_path("t"), f"{topic_path('t')}/partitions/0/state", "/config/topics/t",
+                     "/admin/delete_topics/t", REASSIGN_PARTITIONS):
+            assert await second.exists(path) is not None, f"the former controller deleted {path}"
+
+        await second.delete_topic_znodes("t", new[1])
+        await second.delete_requested_reassignments(request.version, new[1])
+        for path in (topic_path("t"), "/config/topics/t", "/admin/delete_topics/t", REASSIGN_PARTITIONS):
+            assert await second.exists(path) is None, f"the controller left {path}"
+    finally:
+        await first.close()
+        await second.close()
