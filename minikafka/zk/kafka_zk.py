@@ -372,7 +372,8 @@ class KafkaZk:
         try:
             if recursive:
                 for child in await self.children(path):
-                    await self.delete(f"{path}/{child}", True, controller_epoch_version=controller_epoch_version)
+                    await self.delete(f"{path}/{child}", recursive=True,
+                                      controller_epoch_version=controller_epoch_version)
             if controller_epoch_version is None:
                 await self._call(self.client.delete_async(path, version))
             else:
@@ -382,7 +383,7 @@ class KafkaZk:
         except BadVersionError:
             raise StaleState(path) from None
         except NotEmptyError:  # a child appeared meanwhile
-            await self.delete(path, True, version, controller_epoch_version)
+            await self.delete(path, recursive=True, version=version, controller_epoch_version=controller_epoch_version)
 
     async def _fenced_delete(self, path: str, version: int, controller_epoch_version: int) -> None:
         transaction = self.client.transaction()
@@ -528,17 +529,18 @@ class KafkaZk:
         if got is None:
             return None
         version = int(got[1].version)
-        requested: dict[tuple[str, int], tuple[int, ...]] = {}
         try:
-            doc = _load(REASSIGN_PARTITIONS, got[0])
-            for entry in doc.get("partitions") or []:
-                try:
-                    requested[(str(entry["topic"]), int(entry["partition"]))] = \
-                        tuple(int(b) for b in entry["replicas"])
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise ValueError(f"{REASSIGN_PARTITIONS}: malformed entry {entry!r} ({exc!r})") from None
+            entries = _load(REASSIGN_PARTITIONS, got[0]).get("partitions") or []
         except ValueError as exc:
             return ReassignmentRequest({}, version, str(exc))
+        if not isinstance(entries, list):
+            return ReassignmentRequest({}, version, f"{REASSIGN_PARTITIONS}: partitions is not a list")
+        requested: dict[tuple[str, int], tuple[int, ...]] = {}
+        for entry in entries:
+            try:
+                requested[(str(entry["topic"]), int(entry["partition"]))] = tuple(int(b) for b in entry["replicas"])
+            except (KeyError, TypeError, ValueError) as exc:
+                return ReassignmentRequest({}, version, f"{REASSIGN_PARTITIONS}: malformed entry {entry!r} ({exc!r})")
         return ReassignmentRequest(requested, version)
 
     async def delete_requested_reassignments(self, version: int, controller_epoch_version: int) -> None:
