@@ -42,10 +42,11 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
     ends = {int(p): offset for p, offset in json.loads(ends_json).items()}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
-    # librdkafka's transaction log lines ("debug": "eos", about 300 KB a run, to the test's log
-    # file): a worker that stops committing says which request it is waiting on, and where.
+    # librdkafka's log of the transaction's steps, of its connections and of every request it
+    # sends and every answer (about 600 KB a run, into the test's log file): a worker that stops
+    # committing shows which request went to which broker and what came back.
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 2,
-                         "transaction.timeout.ms": 20_000, "debug": "eos"})
+                         "transaction.timeout.ms": 20_000, "debug": "eos,broker,protocol"})
     producer.init_transactions(60)  # fences the worker this one replaces and aborts its transaction
     positions = _rewind(consumer, source, ends)
     transactions = 0

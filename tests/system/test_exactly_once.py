@@ -77,7 +77,7 @@ def test_consume_transform_produce_killed_at_random_points_outputs_each_record_o
     try:
         _consume_transform_produce_through_kills(cluster, log)
     except BaseException as exc:
-        exc.add_note("workers' stderr, last 60000 characters:\n" + log.read_text(errors="replace")[-60000:])
+        exc.add_note("workers' stderr, last 100000 characters:\n" + log.read_text(errors="replace")[-100000:])
         raise
 
 
