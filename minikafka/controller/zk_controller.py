@@ -51,6 +51,7 @@ TopicPartition = tuple[str, int]
 T = TypeVar("T")
 Outcome = tuple[ErrorCode, str | None]
 LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
+WRITE_ATTEMPTS = 5  # a reassignment's first write, each on the state the last lost to
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 ACTIVE_CONTROLLER = Gauge("kafka_controller_KafkaController_ActiveControllerCount",
@@ -782,26 +783,30 @@ class ZkController:
                         f"{len(target)} replicas asked for, the partition has {len(current.original)}")
             after = reassign(current, target)
         gone = dropped(current, after)
-        await self._set_assignment(tp, after)
-        record = state.partitions[tp]
-        # A new leader epoch makes every replica take the new replica set; replicas dropped
-        # (what an earlier target was adding) leave the ISR, and the leader if it was one.
-        isr = tuple(b for b in record.state.isr if b not in gone) or record.state.isr
-        leader = record.state.leader
-        if leader in gone or leader not in state.eligible(tp):
-            leader = next((b for b in isr if b in state.eligible(tp) and b not in gone), elections.NO_LEADER)
-        updated = await self._write(tp, replace(record.state, leader=leader, isr=isr,
-                                                leader_epoch=record.state.leader_epoch + 1))
+        # The new replicas and a new leader epoch in one write: a replica takes a new replica set
+        # only with a new epoch (the leader would not track a follower it does not know of, and
+        # the move would never end). Replicas dropped (what an earlier target was adding) leave
+        # the ISR, and the leader if it was one. A leader's ISR change landing between the read
+        # and the write makes the decision again on the state that won, as Kafka's controller does.
+        for _ in range(WRITE_ATTEMPTS):
+            record = state.partitions[tp]
+            isr = tuple(b for b in record.state.isr if b not in gone) or record.state.isr
+            leader = record.state.leader
+            if leader in gone or leader not in state.eligible(tp):
+                leader = next((b for b in isr if b in state.eligible(tp) and b not in gone), elections.NO_LEADER)
+            if await self._write(tp, replace(record.state, leader=leader, isr=isr,
+                                             leader_epoch=record.state.leader_epoch + 1), after) is not None:
+                break
+        else:
+            return (ErrorCode.REQUEST_TIMED_OUT, f"{tp[0]}-{tp[1]} changed under each of {WRITE_ATTEMPTS} writes (or "
+                    "this broker is no longer the controller); nothing was changed")
         if target is None:
             log.info("reassignment of %s-%d cancelled: back to replicas %s; removing %s", tp[0], tp[1],
                      list(after.replicas), list(gone) or "none")
         else:
             log.info("reassigning %s-%d to %s: adding %s, removing %s once they are in sync", tp[0], tp[1],
                      list(after.target), list(after.adding) or "none", list(after.removing) or "none")
-        if updated is None:  # its leader changed the ISR meanwhile: tell them once that is read
-            self._post_while_controller(lambda: self._tell_reassignment(tp, gone))
-        else:
-            await self._tell_reassignment(tp, gone)
+        await self._tell_reassignment(tp, gone)
         return ErrorCode.NONE, None
 
     async def _tell_reassignment(self, tp: TopicPartition, gone: Sequence[int]) -> None:
@@ -845,11 +850,6 @@ class ZkController:
         log.info("reassignment of %s-%d done: replicas %s, leader %d; deleting the replicas on %s", tp[0], tp[1],
                  list(final.replicas), leader, list(gone) or "none")
         await self._tell_reassignment(tp, gone)
-
-    async def _set_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        new = self._with_assignment(tp, assignment)
-        await self.zk.update_topic_assignment(tp[0], new, self.state.epoch_zk_version)
-        self.state.topics[tp[0]] = new
 
     def _with_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> TopicAssignment:
         """The partition's topic with ``assignment`` as the partition's replicas."""

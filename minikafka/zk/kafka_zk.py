@@ -515,13 +515,6 @@ class KafkaZk:
     async def set_topic_assignment(self, topic: str, assignment: TopicAssignment, version: int) -> None:
         await self.set(topic_path(topic), assignment.encode(), version)
 
-    async def update_topic_assignment(self, topic: str, assignment: TopicAssignment,
-                                      controller_epoch_version: int) -> None:
-        """The controller's rewrite of a topic's replicas (a reassignment), only while the
-        controller epoch is still ours."""
-        await self._commit(lambda t: (t.check("/controller_epoch", controller_epoch_version),
-                                      t.set_data(topic_path(topic), assignment.encode())))
-
     async def requested_reassignments(self, watch: Watch | None = None) -> ReassignmentRequest | None:
         """Kafka's /admin/reassign_partitions ({"version":1,"partitions":[{"topic","partition",
         "replicas"}]}), None when there is none; ``watch`` fires when it is created or changed."""
