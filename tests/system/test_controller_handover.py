@@ -12,25 +12,12 @@ order happen every time.
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Awaitable, Callable
 
 from minikafka.config import BrokerConfig
 from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import ISR_CHANGE_PREFIX, KafkaZk, isr_change_notification
+from tests.system.in_process import hold_events, until
 from tests.system.zookeeper import ZooKeeperProcess
-
-
-async def _until(condition: Callable[[], bool | Awaitable[bool]], what: str) -> None:
-    try:
-        async with asyncio.timeout(20):
-            while True:
-                held = condition()
-                if await held if inspect.isawaitable(held) else held:
-                    return
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 async def _notify_isr_change(zk: KafkaZk, partition: tuple[str, int]) -> None:
@@ -41,18 +28,6 @@ async def _notify_isr_change(zk: KafkaZk, partition: tuple[str, int]) -> None:
 
 async def _no_notification(zk: KafkaZk) -> bool:
     return not await zk.isr_change_notifications()
-
-
-async def _hold(controller: ZkController) -> asyncio.Event:
-    """Hold the controller's event queue (as a slow event would) until the returned event is set."""
-    release, holding = asyncio.Event(), asyncio.Event()
-
-    async def held() -> None:
-        holding.set()
-        await release.wait()
-    controller.post(held)
-    await holding.wait()
-    return release
 
 
 async def test_a_resigned_controllers_queued_events_leave_notifications_to_its_successor(
@@ -66,22 +41,22 @@ async def test_a_resigned_controllers_queued_events_leave_notifications_to_its_s
     leader = sessions[2]  # writes notifications as a partition leader does
     try:
         first.start()
-        await _until(lambda: first.active, "broker 1 elected")
+        await until(lambda: first.active, "broker 1 elected")
         second.start()
 
-        release_first = await _hold(first)
+        release_first = await hold_events(first)
         await _notify_isr_change(leader, ("t", 0))
-        await _until(lambda: first._events.qsize() > 0, "broker 1's watch queueing the ISR change")
+        await until(lambda: first._events.qsize() > 0, "broker 1's watch queueing the ISR change")
         await first._resign()  # as when its session expired, with that event still queued
         await sessions[0].resign_controller(1)
-        await _until(lambda: second.active, "broker 2 elected")
-        await _until(lambda: _no_notification(leader), "broker 2's take-over handling the first change")
+        await until(lambda: second.active, "broker 2 elected")
+        await until(lambda: _no_notification(leader), "broker 2's take-over handling the first change")
 
-        release_second = await _hold(second)
+        release_second = await hold_events(second)
         await _notify_isr_change(leader, ("t", 1))
         waiting = await leader.isr_change_notifications()
         assert [partitions for _, partitions in waiting] == [[("t", 1)]]
-        await _until(lambda: second._events.qsize() > 0, "broker 2's watch queueing the ISR change")
+        await until(lambda: second._events.qsize() > 0, "broker 2's watch queueing the ISR change")
 
         release_first.set()  # the former controller's queued events run now
         done = asyncio.Event()
@@ -94,7 +69,7 @@ async def test_a_resigned_controllers_queued_events_leave_notifications_to_its_s
             "the former controller deleted a notification its successor had not handled"
 
         release_second.set()
-        await _until(lambda: _no_notification(leader), "broker 2 handling the second change")
+        await until(lambda: _no_notification(leader), "broker 2 handling the second change")
     finally:
         for controller in (first, second):
             await controller.stop()

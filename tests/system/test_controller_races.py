@@ -21,7 +21,7 @@ from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, TopicAssignment
 from protocol.errors import ErrorCode
 from tests.integration.broker_process import free_port
-from tests.system.test_controller_handover import _hold, _until
+from tests.system.in_process import hold_events, until
 from tests.system.zookeeper import ZooKeeperProcess
 
 
@@ -39,15 +39,15 @@ async def test_a_reassignment_decided_before_an_isr_change_still_gets_a_new_lead
                 broker, {"PLAINTEXT": ("127.0.0.1", free_port(), "PLAINTEXT")}))
         await brokers_session.create_topic("t", TopicAssignment(uuid.uuid4(), {0: (1, 2)}), {})
         controller.start()
-        await _until(lambda: controller.active and ("t", 0) in controller.state.partitions,
+        await until(lambda: controller.active and ("t", 0) in controller.state.partitions,
                      "the controller leading and the partition created")
         found = await brokers_session.partition_state("t", 0)
         assert found is not None and found[0].leader == 1 and found[0].isr == (1, 2)
         epoch = found[0].leader_epoch
 
-        release = await _hold(controller)
+        release = await hold_events(controller)
         moving = asyncio.create_task(controller.alter_reassignments({("t", 0): [1, 3]}))
-        await _until(lambda: controller._events.qsize() > 0, "the reassignment queued")
+        await until(lambda: controller._events.qsize() > 0, "the reassignment queued")
         # The leader drops broker 2 from the ISR, as after a lag, while the reassignment waits.
         await brokers_session.update_isr("t", 0, replace(found[0], isr=(1,)), found[1])
         release.set()
