@@ -6,7 +6,8 @@
    ZooKeeper session timeout (a dead broker is noticed when its session expires).
 3. Catch-up: a follower is down while the leader takes 1 GiB; the time from the first byte it
    replicates to the last, against a plain copy of the same segment files on this disk (and the
-   time from its restart until it is back in the ISR, its startup included).
+   time from its restart until it is back in the ISR, its startup included); and the same files
+   through two bare receivers with no broker (bench/bare_receive.py), the bound of this machine.
 4. Dir failure (scenario C4): the log dir holding a partition's leader replica is replaced by a
    regular file under a one-at-a-time acks=all producer; the time from the failure to the first
    acknowledged produce on the new leader. The broker is then restarted with an empty dir.
@@ -42,7 +43,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +53,7 @@ import confluent_kafka  # noqa: E402
 from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic  # noqa: E402
 
+from bench.bare_receive import bare_receive  # noqa: E402
 from bench.profiles import profile_next_start, stop_profiling, summary  # noqa: E402
 from bench.run import MiB, produce, record_figure  # noqa: E402
 from tests.integration.broker_process import BrokerProcess, wait_until  # noqa: E402
@@ -62,6 +64,10 @@ from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
 
 SESSION_TIMEOUT_MS = 4000
 THROTTLE_RATE = 50_000_000
+BARE_RECEIVERS = {
+    "recv": "recv_into + CRC + pwrite (the follower's copies)",
+    "splice": "splice socket to pipe to file, then CRC over a mapping (the fewest copies with a CRC)",
+}
 
 
 
@@ -177,6 +183,8 @@ class Versus:
     copied: float  # seconds
     size: int  # bytes
     restart_to_isr: float = 0.0  # seconds, for a catch-up
+    # For a catch-up: each bare receiver's ratio to the plain copy (bench/bare_receive.py).
+    bare: dict[str, float] = field(default_factory=dict)
 
 
 def one_catch_up(cluster: Cluster, topic: str, mib: int, profile: Path | None = None) -> Versus:
@@ -228,9 +236,17 @@ def one_catch_up(cluster: Cluster, topic: str, mib: int, profile: Path | None = 
     if first is None:
         raise RuntimeError("the catch-up was over before the first sample")
     transfer = (transferred - first[0]) * size / (size - first[1])
-    copied = (copied_before + plain_copy(cluster.brokers[leader], topic)) / 2
+    copied_after = plain_copy(cluster.brokers[leader], topic)
+    # The same files through each bare receiver, each between two more plain copies.
+    bare, reference = {}, copied_after
+    source = cluster.brokers[leader].partition_dirs()[f"{topic}-0"] / f"{topic}-0"
+    for how in BARE_RECEIVERS:
+        received = bare_receive(sorted(source.glob("*.log")), source.parent.parent, how)
+        copied_next = plain_copy(cluster.brokers[leader], topic)
+        bare[how] = (reference + copied_next) / 2 / received
+        reference = copied_next
     delete_topic(cluster, topic)
-    return Versus(transfer, copied, size, in_isr)
+    return Versus(transfer, (copied_before + copied_after) / 2, size, in_isr, bare)
 
 
 def plain_copy(broker: BrokerProcess, topic: str) -> float:
@@ -290,6 +306,13 @@ def catch_up(cluster: Cluster, mib: int, repeat: int, profile: Path | None, figu
         f"{size / MiB / copied:.0f} |",
         f"| restart to back in the ISR (its startup included) | {in_isr:.2f} | {size / MiB / in_isr:.0f} |",
         ratio_line("catch-up", runs, 0.8, figures),
+        "What a follower with no broker at all reaches on this machine (bench/bare_receive.py: the same "
+        "files in 1 MiB answers by sendfile over loopback, two requests in flight, a CRC-32C over every "
+        "byte), against the plain copy, median of the runs:\n",
+        "| bare receiver | / plain copy | runs |", "|---|---:|---|",
+        *(f"| {label} | {statistics.median(r.bare[how] for r in runs):.2f} | "
+          f"{', '.join(f'{r.bare[how]:.2f}' for r in runs)} |" for how, label in BARE_RECEIVERS.items()),
+        "",
         *profiled,
     ]
 
