@@ -183,8 +183,8 @@ class Versus:
     copied: float  # seconds
     size: int  # bytes
     restart_to_isr: float = 0.0  # seconds, for a catch-up
-    # For a catch-up: each bare receiver's ratio to the plain copy (bench/bare_receive.py).
-    bare: dict[str, float] = field(default_factory=dict)
+    # For a catch-up: each bare receiver's seconds and its plain copy's (bench/bare_receive.py).
+    bare: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def one_catch_up(cluster: Cluster, topic: str, mib: int, profile: Path | None = None) -> Versus:
@@ -243,7 +243,7 @@ def one_catch_up(cluster: Cluster, topic: str, mib: int, profile: Path | None = 
     for how in BARE_RECEIVERS:
         received = bare_receive(sorted(source.glob("*.log")), source.parent.parent, how)
         copied_next = plain_copy(cluster.brokers[leader], topic)
-        bare[how] = (reference + copied_next) / 2 / received
+        bare[how] = (received, (reference + copied_next) / 2)
         reference = copied_next
     delete_topic(cluster, topic)
     return Versus(transfer, (copied_before + copied_after) / 2, size, in_isr, bare)
@@ -309,12 +309,18 @@ def catch_up(cluster: Cluster, mib: int, repeat: int, profile: Path | None, figu
         "What a follower with no broker at all reaches on this machine (bench/bare_receive.py: the same "
         "files in 1 MiB answers by sendfile over loopback, two requests in flight, a CRC-32C over every "
         "byte), against the plain copy, median of the runs:\n",
-        "| bare receiver | / plain copy | runs |", "|---|---:|---|",
-        *(f"| {label} | {statistics.median(r.bare[how] for r in runs):.2f} | "
-          f"{', '.join(f'{r.bare[how]:.2f}' for r in runs)} |" for how, label in BARE_RECEIVERS.items()),
+        "| bare receiver | MiB/s | plain copy MiB/s | / plain copy | runs |", "|---|---:|---:|---:|---|",
+        *(bare_line(label, [r.bare[how] for r in runs], size) for how, label in BARE_RECEIVERS.items()),
         "",
         *profiled,
     ]
+
+
+def bare_line(label: str, runs: list[tuple[float, float]], size: int) -> str:
+    ratios = [copied / received for received, copied in runs]
+    received, copied = (statistics.median(r[i] for r in runs) for i in (0, 1))
+    return (f"| {label} | {size / MiB / received:.0f} | {size / MiB / copied:.0f} | {statistics.median(ratios):.2f} | "
+            f"{', '.join(f'{r:.2f}' for r in ratios)} |")
 
 
 def one_throttled_catch_up(cluster: Cluster, topic: str, direction: str, mib: int) -> tuple[float, int]:
