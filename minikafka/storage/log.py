@@ -49,6 +49,7 @@ from minikafka.storage.segment import (
     segment_name,
 )
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from minikafka.storage.writeback import WRITEBACK_BYTES, start_writeback
 from protocol.record_codec import (
     CODECS,
     ControlMarker,
@@ -552,9 +553,27 @@ class Log:
         if self._should_roll(active, len(data), last_offset, now_ms):
             active = self.roll(now_ms, first_offset)
         active.append(data, batches, now_ms)
+        self._write_back(active)
         self._leo = last_offset + 1
         for pos, header in batches:
             self._record(header, decode_control_marker(data, pos, header) if header.is_control else None, active)
+
+    def _write_back(self, segment: Segment) -> None:
+        """Start writing back ``segment``'s appends once WRITEBACK_BYTES have piled up since the
+        last start, on a background thread (see minikafka.storage.writeback)."""
+        start, end = segment.written_back_to, segment.size
+        if start_writeback is None or end - start < WRITEBACK_BYTES:
+            return
+        fd = segment.duplicate_fd()
+        segment.written_back_to = end
+
+        def write_back() -> None:
+            try:
+                start_writeback(fd, start, end - start)
+            finally:
+                os.close(fd)
+
+        self.background.submit(self.guard, write_back)
 
     def _record(self, header: BatchHeader, marker: ControlMarker | None, segment: Segment) -> None:
         """A stored batch's effect on the producer state; a transaction its marker ends waits in

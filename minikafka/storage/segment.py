@@ -204,6 +204,8 @@ class Segment:
         self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX, guard)
         self._log_fd = -1
         self.size = 0
+        # Where the Log last started the writeback of this .log up to (minikafka.storage.writeback).
+        self.written_back_to = 0
         self._loaded = False
         self._next_offset = base_offset
         self._max_timestamp = -1
@@ -559,6 +561,7 @@ class Segment:
         with self.guard:
             os.ftruncate(self._log_fd, position)
         self.size = position
+        self.written_back_to = min(self.written_back_to, position)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(cut_base)
         self.txn_index.truncate_from(cut_base)
