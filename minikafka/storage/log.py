@@ -186,7 +186,7 @@ class Log:
     LogManager for loading, retention, checkpoints and shutdown, the LogCleaner to swap in
     cleaned segments); it takes no locks. The cleaner's threads read sealed segments through
     their own duplicates of the fds and write ``.cleaned`` files, never touching this object;
-    so do the ``background`` threads that fsync rolled segments.
+    so do the ``background`` threads that fsync rolled segments and start writebacks.
     """
 
     def __init__(
