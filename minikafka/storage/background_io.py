@@ -1,7 +1,8 @@
 """Blocking file work the event loop does not wait for: the fsync of a rolled segment, the start
 of a writeback (minikafka.storage.writeback) and the removal of a deleted partition's dir, done
-on a small thread pool, as Kafka's scheduler threads do the first and the last. Each can take a large fraction of a second per GiB (writeback of a whole segment,
-freeing its cached pages), and every client of the broker would wait that long on the loop.
+on a small thread pool, as Kafka's scheduler threads do the first and the last. Each can take a
+large fraction of a second per GiB (writeback of a whole segment, freeing its cached pages), and
+every client of the broker would wait that long on the loop.
 
 ``BackgroundIo.submit(guard, work, then)`` runs ``work`` in a thread. ``work`` makes plain OS
 calls on fds it owns (duplicates) or on paths nothing else uses any more; it never touches a

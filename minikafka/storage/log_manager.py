@@ -196,8 +196,8 @@ class LogManager:
     Called from the broker's event-loop thread only (ReplicaManager creates and deletes
     logs; the broker's schedulers call ``checkpoint`` and ``run_retention``); its
     ``background`` threads only fsync rolled segments, start the writeback of appended data
-    and remove retired dirs.  A dir whose
-    I/O fails is reported to the LogDirFailureChannel and skipped from then on.
+    and remove retired dirs.  A dir whose I/O fails is reported to the LogDirFailureChannel and
+    skipped from then on.
     """
 
     def __init__(
