@@ -445,8 +445,10 @@ def one_reassignment(cluster: Cluster, topic: str, mib: int, profile: Path | Non
         os.sync()
         started = time.monotonic()
         admin.alter_partition_reassignments({TopicPartition(topic, 0): [target.broker_id]})
+        # Polled every 10 ms (the catch-up's files every 5): the move's fixed steps are now tens of
+        # milliseconds, which a coarser poll would add to.
         wait_until(lambda: cluster.partitions(topic)[0].replica_nodes == [target.broker_id]
-                   and not admin.list_partition_reassignments(), 600, interval=0.05, what="the reassignment done")
+                   and not admin.list_partition_reassignments(), 600, interval=0.01, what="the reassignment done")
         moved = time.monotonic() - started
     finally:
         admin.close()
