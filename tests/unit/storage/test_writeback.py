@@ -46,7 +46,7 @@ def dirty_pages(path: str, length: int) -> int:
     return stat.nr_dirty
 
 
-def append_mib(log: Log, batches: int) -> None:
+def append_batches(log: Log, batches: int) -> None:
     """Append ``batches`` batches of just under 1 MiB each."""
     batch = make_batch(64, value_size=15 * 1024)  # just under 1 MiB, a batch's default limit
     for _ in range(batches):
@@ -56,12 +56,12 @@ def append_mib(log: Log, batches: int) -> None:
 def test_appends_past_the_threshold_leave_the_dirty_state(make_log):
     log = make_log()
     segment = log.segments[-1]
-    append_mib(log, WRITEBACK_BYTES // (1 << 20) - 2)
+    append_batches(log, WRITEBACK_BYTES // (1 << 20) - 2)
     assert segment.written_back_to == 0
     before = dirty_pages(segment.log_path, segment.size)
     if before < segment.size // PAGE // 2:
         pytest.skip("the kernel wrote the pages back on its own before the threshold")
-    append_mib(log, 4)
+    append_batches(log, 4)
     assert WRITEBACK_BYTES <= segment.written_back_to == segment.size
     # Only pages a concurrent writer had locked may still be waiting.
     assert dirty_pages(segment.log_path, segment.written_back_to) < segment.written_back_to // PAGE // 10
@@ -69,13 +69,13 @@ def test_appends_past_the_threshold_leave_the_dirty_state(make_log):
 
 def test_a_truncation_moves_the_writeback_mark_back(make_log):
     log = make_log()
-    append_mib(log, WRITEBACK_BYTES // (1 << 20) + 2)
+    append_batches(log, WRITEBACK_BYTES // (1 << 20) + 2)
     segment = log.segments[-1]
     assert segment.written_back_to == segment.size
     log.truncate_to(log.log_end_offset // 2)
     assert segment.written_back_to == segment.size
     # The next mark counts from the new end, so the rewritten range is written back too.
-    append_mib(log, WRITEBACK_BYTES // (1 << 20) + 2)
+    append_batches(log, WRITEBACK_BYTES // (1 << 20) + 2)
     assert segment.written_back_to == segment.size
 
 
