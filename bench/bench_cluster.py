@@ -496,6 +496,8 @@ def main() -> int:
                                            "reassignment"],
                         help="run one measure only")
     args = parser.parse_args()
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)  # py-spy writes into it, and makes no dir
     with tempfile.TemporaryDirectory(prefix="minikafka-bench-cluster-") as tmp:
         zookeeper = ZooKeeperProcess(Path(tmp) / "zookeeper")
         cluster = Cluster(Path(tmp), zookeeper, overrides={
