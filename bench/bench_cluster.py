@@ -310,17 +310,18 @@ def catch_up(cluster: Cluster, mib: int, repeat: int, profile: Path | None, figu
         "What a follower with no broker at all reaches on this machine (bench/bare_receive.py: the same "
         "files in 1 MiB answers by sendfile over loopback, two requests in flight, a CRC-32C over every "
         "byte), against the same plain copy, median of the runs:\n",
-        "| bare receiver | MiB/s | plain copy MiB/s | / plain copy | runs |", "|---|---:|---:|---:|---|",
-        *(bare_line(label, [(r.bare[how], r.copied) for r in runs], size) for how, label in BARE_RECEIVERS.items()),
+        "| bare receiver | MiB/s | / plain copy | runs |", "|---|---:|---:|---|",
+        *(bare_line(label, how, runs) for how, label in BARE_RECEIVERS.items()),
         "",
         *profiled,
     ]
 
 
-def bare_line(label: str, runs: list[tuple[float, float]], size: int) -> str:
-    ratios = [copied / received for received, copied in runs]
-    received, copied = (statistics.median(r[i] for r in runs) for i in (0, 1))
-    return (f"| {label} | {size / MiB / received:.0f} | {size / MiB / copied:.0f} | {statistics.median(ratios):.2f} | "
+def bare_line(label: str, how: str, runs: list[Versus]) -> str:
+    """One bare receiver's row: its MiB/s and its ratio to the plain copy of each run."""
+    ratios = [r.copied / r.bare[how] for r in runs]
+    received = statistics.median(r.bare[how] for r in runs)
+    return (f"| {label} | {runs[0].size / MiB / received:.0f} | {statistics.median(ratios):.2f} | "
             f"{', '.join(f'{r:.2f}' for r in ratios)} |")
 
 
