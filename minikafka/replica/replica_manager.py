@@ -574,7 +574,7 @@ class ReplicaManager:
             return ProduceResult(error, error_message=self.offline_partitions.get((topic, index)))
         if verified is not None:
             producer_id, token = verified
-            if partition.verification_guards.pop(producer_id, None) is not token:
+            if partition.verification_guards.get(producer_id) is not token:
                 return ProduceResult(ErrorCode.INVALID_TXN_STATE, error_message=(
                     f"the transaction of producer {producer_id} ended while {topic}-{index} was verified"))
         if not records:
@@ -611,12 +611,16 @@ class ReplicaManager:
                              last_offset=result.last_offset)
 
     def begin_verification(self, topic: str, index: int, producer_id: int) -> object | None:
-        """A token for a transactional batch's verification (None: not the leader here)."""
+        """A token for a transactional batch's verification (None: not the leader here).
+
+        Produce requests of one producer pipelined to this partition share the token of the
+        verification under way, as Kafka's verification state entry is shared: a new token per
+        request would make each later request void the earlier ones still being verified. Only a
+        marker of the producer (its transaction ended) retires the token."""
         partition, _ = self._leader((topic, index))
         if partition is None:
             return None
-        token = partition.verification_guards[producer_id] = object()
-        return token
+        return partition.verification_guards.setdefault(producer_id, object())
 
     async def wait_for_replication(self, topic: str, index: int, result: ProduceResult, timeout_ms: int) -> None:
         """acks=all: wait until the high watermark passes the appended batches (every ISR member

@@ -10,8 +10,10 @@ broker's own coordinator directly; the Produce handler is its only caller. Event
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 from minikafka.controller.topics import TRANSACTION_STATE_TOPIC
 from minikafka.metadata_cache import MetadataCache
@@ -52,6 +54,29 @@ class TxnVerifier:
         self.brokers = brokers
         self.enabled = enabled  # transaction.partition.verification.enable, which may change at runtime
         self.timeout_s = timeout_s
+        # transactional id -> the append phase of its latest Produce request, until it has appended
+        self._appending: dict[str, asyncio.Future[None]] = {}
+
+    @contextlib.asynccontextmanager
+    async def appends_in_order(self, transactional_id: str) -> AsyncIterator[None]:
+        """The append phase of one Produce request of a transactional producer, entered only once
+        that producer's earlier requests have appended.
+
+        A request whose first batch in a partition waits for its coordinator must not be
+        overtaken by a later request of the same producer, pipelined on its connection, whose
+        batch no longer needs verification (the transaction opened meanwhile): the later batch
+        would reach the log first and fail on its sequence number. Kafka keeps that order by
+        reading no further request from a connection until it has answered the last."""
+        earlier = self._appending.get(transactional_id)
+        mine = self._appending[transactional_id] = asyncio.get_running_loop().create_future()
+        try:
+            if earlier is not None:
+                await asyncio.shield(earlier)
+            yield
+        finally:
+            mine.set_result(None)
+            if self._appending.get(transactional_id) is mine:
+                del self._appending[transactional_id]
 
     def unverified(self, topic: str, index: int, records: bytes | memoryview | None) -> tuple[int, int] | None:
         """(producer id, epoch) of a transactional batch that would open its producer's

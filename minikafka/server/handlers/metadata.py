@@ -93,8 +93,12 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 created = await ctx.controller.auto_create_topic(name)
                 topic = metadata.topic(name)
                 if topic is None:
-                    # In a cluster the new topic reaches this broker's cache a moment later.
-                    error = created.error if created.error != ErrorCode.NONE else ErrorCode.LEADER_NOT_AVAILABLE
+                    # In a cluster the new topic reaches this broker's cache a moment later, and
+                    # another broker may have created it first: either way the client is to retry
+                    # (Kafka answers both LEADER_NOT_AVAILABLE, and some clients treat
+                    # TOPIC_ALREADY_EXISTS from Metadata as fatal).
+                    error = (ErrorCode.LEADER_NOT_AVAILABLE
+                             if created.error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) else created.error)
                     topics.append(_missing_topic(name, ZERO_UUID, error))
                     continue
             topics.append(describe_topic(topic))

@@ -29,9 +29,6 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     replicating: list[Awaitable[None]] = []
     layout: list[tuple[Any, list[tuple[int, ProduceResult]]]] = []
     names: list[str | None] = []
-    # (producer id, epoch) -> the partitions whose batch opens that producer's transaction here:
-    # (topic, index, records, the slot of its result)
-    to_verify: dict[tuple[int, int], list[tuple[str, int, Any, list[tuple[int, ProduceResult]], int]]] = {}
 
     def append(name: str, index: int, records: Any, verified: tuple[int, object] | None = None) -> ProduceResult:
         result = ctx.replica_manager.append(name, index, records, now, acks=acks, verified=verified)
@@ -41,43 +38,53 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
             replicating.append(ctx.replica_manager.wait_for_replication(name, index, result, body.timeout_ms))
         return result
 
-    # A transactional producer needs WRITE on its transactional id, as in Kafka.
-    transactional_denied = body.transactional_id is not None and not ctx.session.allowed(
-        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
-    for topic_data in body.topic_data:
-        name = await _topic_name(topic_data, by_id, ctx)
-        names.append(name)
-        writable = name is not None and may_on_topic(ctx, AclOperation.WRITE, name)
-        partitions: list[tuple[int, ProduceResult]] = []
-        for data in topic_data.partition_data:
-            if acks not in (-1, 0, 1):
-                result = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
-            elif transactional_denied:
-                result = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            elif name is not None and not writable:
-                result = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif name is None:
-                result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif body.transactional_id is not None and (
-                    producer := ctx.txn_verifier.unverified(name, data.index, data.records)) is not None:
-                to_verify.setdefault(producer, []).append((name, data.index, data.records, partitions, len(partitions)))
-                result = ProduceResult()  # until verified
-            else:
-                result = append(name, data.index, data.records)
-            partitions.append((data.index, result))
-        layout.append((topic_data, partitions))
-    for (producer_id, epoch), waiting in to_verify.items():
-        verdicts = await ctx.txn_verifier.verify(body.transactional_id, producer_id, epoch,
-                                                 [(name, index) for name, index, *_ in waiting])
-        for name, index, records, slots, slot in waiting:
-            error, token = verdicts[(name, index)]
-            if error == ErrorCode.NONE:
-                slots[slot] = (index, append(name, index, records, (producer_id, token)))
-                continue
-            log.info("transactional produce to %s-%d refused by its verification: %s", name, index, error.name)
-            slots[slot] = (index, ProduceResult(error, error_message=(
-                f"{name}-{index} is not part of the producer's ongoing transaction"
-                if error == ErrorCode.INVALID_TXN_STATE else None)))
+    async def append_all() -> None:
+        # (producer id, epoch) -> the partitions whose batch opens that producer's transaction
+        # here: (topic, index, records, the slot of its result)
+        to_verify: dict[tuple[int, int], list[tuple[str, int, Any, list[tuple[int, ProduceResult]], int]]] = {}
+        # A transactional producer needs WRITE on its transactional id, as in Kafka.
+        transactional_denied = body.transactional_id is not None and not ctx.session.allowed(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
+        for topic_data in body.topic_data:
+            name = await _topic_name(topic_data, by_id, ctx)
+            names.append(name)
+            writable = name is not None and may_on_topic(ctx, AclOperation.WRITE, name)
+            partitions: list[tuple[int, ProduceResult]] = []
+            for data in topic_data.partition_data:
+                if acks not in (-1, 0, 1):
+                    result = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+                elif transactional_denied:
+                    result = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                elif name is not None and not writable:
+                    result = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                elif name is None:
+                    result = ProduceResult(ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif body.transactional_id is not None and (
+                        producer := ctx.txn_verifier.unverified(name, data.index, data.records)) is not None:
+                    to_verify.setdefault(producer, []).append((name, data.index, data.records, partitions, len(partitions)))
+                    result = ProduceResult()  # until verified
+                else:
+                    result = append(name, data.index, data.records)
+                partitions.append((data.index, result))
+            layout.append((topic_data, partitions))
+        for (producer_id, epoch), waiting in to_verify.items():
+            verdicts = await ctx.txn_verifier.verify(body.transactional_id, producer_id, epoch,
+                                                     [(name, index) for name, index, *_ in waiting])
+            for name, index, records, slots, slot in waiting:
+                error, token = verdicts[(name, index)]
+                if error == ErrorCode.NONE:
+                    slots[slot] = (index, append(name, index, records, (producer_id, token)))
+                    continue
+                log.info("transactional produce to %s-%d refused by its verification: %s", name, index, error.name)
+                slots[slot] = (index, ProduceResult(error, error_message=(
+                    f"{name}-{index} is not part of the producer's ongoing transaction"
+                    if error == ErrorCode.INVALID_TXN_STATE else None)))
+
+    if body.transactional_id is None:
+        await append_all()
+    else:
+        async with ctx.txn_verifier.appends_in_order(body.transactional_id):
+            await append_all()
     if replicating:
         await asyncio.gather(*replicating)
     if acks == 0:
