@@ -9,8 +9,9 @@ Event-loop thread only.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 NO_LEADER = -1
@@ -65,6 +66,7 @@ class MetadataCache:
         self._by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
         self._topics: dict[str, TopicMetadata] = {}
         self._topics_by_id: dict[uuid.UUID, TopicMetadata] = {}
+        self._waiters: set[asyncio.Future[None]] = set()
 
     # ---- reads (handlers) ----------------------------------------------------------------
     def brokers(self, listener: str) -> dict[int, BrokerEndpoint]:
@@ -96,11 +98,35 @@ class MetadataCache:
         found = self._topics.get(topic)
         return found.partitions.get(index) if found is not None else None
 
+    async def wait_until(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether ``ready()`` holds within ``timeout_s``, checked again after every update."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not ready():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            update = loop.create_future()
+            self._waiters.add(update)
+            try:
+                await asyncio.wait_for(update, left)
+            except TimeoutError:
+                pass
+            finally:
+                self._waiters.discard(update)
+        return True
+
+    def _updated(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
     # ---- updates (the controller, or the UpdateMetadata handler) --------------------------
     def set_brokers(self, brokers: Iterable[BrokerInfo], controller_id: int) -> None:
         self._brokers = {b.broker_id: b for b in brokers}
         self._by_listener = {}
         self.controller_id = controller_id
+        self._updated()
 
     def put_topic(self, topic: TopicMetadata) -> None:
         """Replace the whole topic (its partitions as given)."""
@@ -109,6 +135,7 @@ class MetadataCache:
             self._topics_by_id.pop(old.topic_id, None)
         self._topics[topic.name] = topic
         self._topics_by_id[topic.topic_id] = topic
+        self._updated()
 
     def update_partitions(self, name: str, topic_id: uuid.UUID, partitions: Mapping[int, PartitionMetadata]) -> None:
         """Replace the given partitions of a topic, keeping its others (UpdateMetadata is partial)."""
@@ -121,3 +148,4 @@ class MetadataCache:
         old = self._topics.pop(name, None)
         if old is not None:
             self._topics_by_id.pop(old.topic_id, None)
+        self._updated()

@@ -20,12 +20,31 @@ TRANSACTION_KEY_TYPE = 1
 log = logging.getLogger(__name__)
 
 
+# How long the first lookup waits for the coordinator topic it created to be led. Kafka answers
+# COORDINATOR_NOT_AVAILABLE at once, and some clients then never retry (librdkafka's
+# send_offsets_to_transaction for a group no consumer has joined waits for ever); a few seconds
+# is well inside every client's request timeout.
+NEW_TOPIC_LEADER_WAIT_S = 5.0
+
+
 async def ensure_internal_topic(ctx: BrokerContext, topic: str) -> None:
-    """Create __consumer_offsets or __transaction_state on first use, as Kafka does."""
-    if ctx.metadata.topic(topic) is None:
-        result = await ctx.controller.create_internal_topic(topic)
-        if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.error("could not create %s: %s %s", topic, result.error.name, result.message or "")
+    """Create __consumer_offsets or __transaction_state on first use, as Kafka does, and wait a
+    bounded time for its partitions to be led."""
+    if ctx.metadata.topic(topic) is not None:
+        return
+    result = await ctx.controller.create_internal_topic(topic)
+    if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+        log.error("could not create %s: %s %s", topic, result.error.name, result.message or "")
+        return
+
+    def led() -> bool:
+        found = ctx.metadata.topic(topic)
+        return found is not None and bool(found.partitions) and all(
+            p.available for p in found.partitions.values())
+
+    if not await ctx.metadata.wait_until(led, NEW_TOPIC_LEADER_WAIT_S):
+        log.warning("%s was created but not all its partitions were led within %.0f s", topic,
+                    NEW_TOPIC_LEADER_WAIT_S)
 
 
 async def ensure_offsets_topic(ctx: BrokerContext) -> None:
