@@ -4,12 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # kcat as a client; zookeeper for the cluster tests (tests/system start it themselves); a Docker
 # engine, docker-compose and debootstrap for the compose test (tests/docker starts its own dockerd).
-APT_PACKAGES := kcat zookeeper docker.io docker-compose debootstrap
-# Spark (the minikafka.spark tests) and ZooKeeper need a Java runtime; installed only when `java` is missing.
-JRE_PACKAGE := openjdk-17-jre-headless
+# Maven fetches Apache Kafka's jars for tests/interop (make kafka-jars).
+APT_PACKAGES := kcat zookeeper docker.io docker-compose debootstrap maven
+# Spark, ZooKeeper and Kafka need a Java runtime, and tests/interop compiles Java against Kafka's
+# jars: a JDK, installed only when `javac` is missing.
+JRE_PACKAGE := openjdk-17-jdk-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster test unit lint bench system-deps clean clean-data
+.PHONY: run cluster test unit lint bench system-deps kafka-jars clean clean-data
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
@@ -39,11 +41,15 @@ cluster: $(BIN)/.installed system-deps
 # Debian packages the tests use.
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	command -v java >/dev/null 2>&1 || missing="$$missing $(JRE_PACKAGE)"; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing $(JRE_PACKAGE)"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+# Apache Kafka 3.9 and 4.x (tests/interop/pom.xml), fetched once into ~/.m2 and reused.
+kafka-jars: $(BIN)/.installed-test system-deps
+	$(BIN)/python -m tests.interop.kafka fetch
 
 lint: $(BIN)/.installed-test
 	$(BIN)/ruff check .
@@ -52,7 +58,7 @@ lint: $(BIN)/.installed-test
 # Two workers: most of a test's time is spent waiting on brokers, ZooKeeper and clients, so two
 # modules at once halve the wall time on this 2-core machine. --dist loadscope keeps each module
 # on one worker, so its module-scoped brokers and clusters are started once.
-test: $(BIN)/.installed-test system-deps lint
+test: $(BIN)/.installed-test system-deps kafka-jars lint
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadscope --durations=25 tests
 
 unit: $(BIN)/.installed-test

@@ -18,7 +18,9 @@ snake_case, e.g.:
     )
 
 tests/unit/protocol checks every module against Kafka's definitions shipped with
-kafka-python and against kafka-python's encoder, for every version.
+kafka-python and against kafka-python's encoder, for every version; tests/interop
+against the definitions inside Apache Kafka's own jars (3.9 and 4.x) and the bytes
+Kafka's generated message classes write.
 """
 
 from __future__ import annotations

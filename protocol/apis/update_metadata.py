@@ -25,9 +25,11 @@ API = ApiDefinition(
     request=[
         Field("controller_id", "int32", "0+"),
         Field("is_kraft_controller", "bool", "8+", default=False),
+        # Full (2), incremental (1) or unknown (0), for a KRaft controller during a ZooKeeper
+        # migration (KIP-866); tagged, so it trails the body and is left out when 0.
+        Field("type", "int8", "8+", tag=0, default=0),
         Field("controller_epoch", "int32", "0+"),
         Field("broker_epoch", "int64", "5+", default=-1),
-        Field("type", "int8", "8+", default=0),
         Field("ungrouped_partition_states", "[]UpdateMetadataPartitionState", "0-4", fields=_partition_state("0-4")),
         Field("topic_states", "[]UpdateMetadataTopicState", "5+", fields=[
             Field("topic_name", "string", "5+"),
@@ -44,7 +46,7 @@ API = ApiDefinition(
                 Field("listener", "string", "3+"),
                 Field("security_protocol", "int16", "1+"),
             ]),
-            Field("rack", "string", "2+", nullable="0+", default=None),
+            Field("rack", "string", "2+", nullable="0+"),
         ]),
     ],
     response=[

@@ -123,6 +123,17 @@ def test_update_metadata_v7_request() -> None:
     _both_ways(UPDATE_METADATA, 7, True, body, expected)
 
 
+def test_update_metadata_v8_request_tags_its_type() -> None:
+    # v8's Type (KIP-866) is tagged field 0 of the body, not an int8 after the broker epoch.
+    body = {"controller_id": 1, "is_kraft_controller": True, "type": 2, "controller_epoch": 7, "broker_epoch": 99,
+            "topic_states": [], "live_brokers": []}
+    expected = (i32(1) + i8(1) + i32(7) + i64(99) + compact_array([]) + compact_array([])
+                + uvarint(1) + uvarint(0) + uvarint(1) + i8(2))
+    _both_ways(UPDATE_METADATA, 8, True, body, expected)
+    untyped = {**body, "type": 0}
+    _both_ways(UPDATE_METADATA, 8, True, untyped, expected[:-4] + NO_TAGS)
+
+
 def test_update_metadata_v0_request() -> None:
     body = {"controller_id": 1, "controller_epoch": 7, "ungrouped_partition_states": [
                 {"topic_name": "t", "partition_index": 0, "controller_epoch": 7, "leader": 1, "leader_epoch": 2,
