@@ -18,6 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from minikafka.kafka_broker_keys import (
+    CLUSTER_LEVEL_LISTENER_KEYS,
+    KAFKA_DYNAMIC_DEFINED,
+    KAFKA_DYNAMIC_UNDEFINED,
+    KAFKA_STATIC_UNDEFINED,
+    PER_BROKER_ONLY,
+    PER_LISTENER_ONLY,
+)
+
 log = logging.getLogger(__name__)
 
 
@@ -58,11 +67,17 @@ def _parse_str(text: str) -> str:
 CLEANUP_POLICIES = ("compact", "delete")
 
 
-def _parse_cleanup_policy(text: str) -> list[str]:
-    policies = _parse_list(text)
+def parse_cleanup_policy(text: str) -> list[str]:
+    """compact and/or delete, or nothing at all. Kafka 3.9 takes an empty policy (what an
+    IncrementalAlterConfigs SUBTRACT of the last policy leaves): its logs are neither compacted
+    nor trimmed by retention, so they keep every record until DeleteRecords moves their start.
+    An empty item ("compact,") is refused, as Kafka's list validator refuses it."""
+    if not text.strip():
+        return []
+    policies = [item.strip() for item in text.split(",")]
     wrong = [p for p in policies if p not in CLEANUP_POLICIES]
-    if wrong or not policies:
-        raise ValueError(f"expected compact, delete or compact,delete, not {text.strip()!r}")
+    if wrong:
+        raise ValueError(f"expected compact, delete, compact,delete or nothing, not {text.strip()!r}")
     return policies
 
 
@@ -151,7 +166,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("default.replication.factor", _parse_int, 1, "replicas of an auto-created topic",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("min.insync.replicas", _parse_int, 1, "replicas that must acknowledge acks=all",
-                  lambda v: v >= 1, "must be >= 1"),
+                  lambda v: v >= 1, "must be >= 1", dynamic=True),
         ConfigDef("auto.create.topics.enable", _parse_bool, True, "create unknown topics on use"),
         ConfigDef("log.segment.bytes", _parse_int, 1 << 30, "size of a segment file before it rolls",
                   lambda v: v >= 14, "must be >= 14", dynamic=True),
@@ -170,16 +185,17 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= -1, "must be >= -1", dynamic=True),
         ConfigDef("log.segment.delete.delay.ms", _parse_int, 60_000,
                   "how long deleted segments and the dirs of deleted topics wait before their files are removed",
-                  lambda v: v >= 0, "must be >= 0"),
+                  lambda v: v >= 0, "must be >= 0", dynamic=True),
         ConfigDef("log.retention.check.interval.ms", _parse_int, 300_000, "how often retention runs",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("log.index.interval.bytes", _parse_int, 4096, "bytes between offset index entries",
-                  lambda v: v >= 0, "must be >= 0"),
+                  lambda v: v >= 0, "must be >= 0", dynamic=True),
         ConfigDef("log.message.timestamp.type", _parse_str, "CreateTime", "CreateTime or LogAppendTime",
-                  lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime"),
-        ConfigDef("log.cleanup.policy", _parse_cleanup_policy, ["delete"],
+                  lambda v: v in ("CreateTime", "LogAppendTime"), "must be CreateTime or LogAppendTime", dynamic=True),
+        ConfigDef("log.cleanup.policy", parse_cleanup_policy, ["delete"],
                   "what happens to old segments of a topic without cleanup.policy: delete (by retention), "
-                  "compact (the latest record of each key is kept) or compact,delete", dynamic=True),
+                  "compact (the latest record of each key is kept), compact,delete or empty (neither: kept for ever)",
+                  dynamic=True),
         ConfigDef("log.cleaner.enable", _parse_bool, True, "run the log cleaner, which compacts compacted topics"),
         ConfigDef("log.cleaner.threads", _parse_int, 1, "cleans running at once, each in a process of its own (at most one per log dir)",
                   lambda v: v >= 1, "must be >= 1"),
@@ -219,7 +235,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "before it shuts down (when it led replicas there), so that they get other leaders",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("message.max.bytes", _parse_int, 1048588, "largest record batch accepted",
-                  lambda v: v >= 0, "must be >= 0"),
+                  lambda v: v >= 0, "must be >= 0", dynamic=True),
         ConfigDef("socket.request.max.bytes", _parse_int, 104857600, "largest request frame accepted",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("fetch.max.bytes", _parse_int, 57671680, "largest fetch response", lambda v: v >= 0,
@@ -302,7 +318,8 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("num.replica.fetchers", _parse_int, 1, "fetcher tasks per leader broker", lambda v: v >= 1,
                   "must be >= 1"),
         ConfigDef("unclean.leader.election.enable", _parse_bool, False,
-                  "let an out-of-sync replica lead when no in-sync one is left (acknowledged records may be lost)"),
+                  "let an out-of-sync replica lead when no in-sync one is left (acknowledged records may be lost)",
+                  dynamic=True),
         ConfigDef("auto.leader.rebalance.enable", _parse_bool, True,
                   "give leadership back to each partition's preferred (first) replica"),
         ConfigDef("leader.imbalance.check.interval.seconds", _parse_int, 300,
@@ -333,7 +350,8 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "how long an idle transactional id is kept", lambda v: v >= 1, "must be >= 1"),
         ConfigDef("transaction.partition.verification.enable", _parse_bool, True,
                   "a leader checks with the coordinator that a transaction's first batch in a partition "
-                  "belongs to an ongoing transaction that has the partition (KIP-890)"),
+                  "belongs to an ongoing transaction that has the partition (KIP-890); changeable at run time, "
+                  "cluster-wide or per broker", dynamic=True),
         ConfigDef("offsets.topic.replication.factor", _parse_int, 3,
                   "replicas of __consumer_offsets (fewer when fewer brokers are alive, with a warning)",
                   lambda v: v >= 1, "must be >= 1"),
@@ -458,7 +476,90 @@ def read_properties(text: str, source: str = "<string>") -> dict[str, str]:
 
 
 def dynamic_keys() -> list[str]:
+    """The keys minikafka applies at run time when they change dynamically."""
     return [name for name, definition in DEFINITIONS.items() if definition.dynamic]
+
+
+def updatable_dynamically(name: str) -> bool:
+    """Whether AlterConfigs on a broker may set ``name`` (a key Kafka or minikafka updates at run
+    time; a key neither knows is a custom config, which Kafka stores as well)."""
+    name = ALIASES.get(name, name)
+    definition = DEFINITIONS.get(name)
+    if definition is not None:
+        return definition.dynamic or name in KAFKA_DYNAMIC_DEFINED
+    return name not in KAFKA_STATIC_UNDEFINED
+
+
+def _listener_base(key: str) -> str | None:
+    """``<key>`` of ``listener.name.<listener>.<key>``; None for a key without that prefix."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    return key[len(LISTENER_PREFIX):].partition(".")[2]
+
+
+def _kafka_set(keys: Iterable[str]) -> str:
+    return f"Set({', '.join(keys)})"
+
+
+_INTEGER_RANGES = {"SHORT": 2**15, "INT": 2**31, "LONG": 2**63}
+
+
+def _check_kafka_typed(key: str, kind: str, text: str) -> None:
+    """A value of a Kafka key minikafka does not define, checked against its Kafka type."""
+    try:
+        if kind in _INTEGER_RANGES:
+            value = _parse_int(text)
+            if not -_INTEGER_RANGES[kind] <= value < _INTEGER_RANGES[kind]:
+                raise ValueError(f"out of range for a {kind.lower()}")
+        elif kind == "DOUBLE":
+            _parse_double(text)
+        elif kind == "BOOLEAN":
+            _parse_bool(text)
+    except ValueError as exc:
+        raise ConfigError(f"invalid value {text!r} for configuration {key!r}: {exc}") from None
+
+
+def _check_dynamic_value(key: str, text: str) -> Any:
+    """The parsed value of a dynamic key (of its base key for a listener-prefixed one), as far as
+    minikafka or Kafka knows its type; raises ConfigError naming ``key``."""
+    base = _listener_base(key) or key
+    name = ALIASES.get(base, base)
+    definition = DEFINITIONS.get(name)
+    if definition is not None:
+        return _checked(definition, key, text)
+    if name in KAFKA_DYNAMIC_UNDEFINED:
+        _check_kafka_typed(key, KAFKA_DYNAMIC_UNDEFINED[name][0], text)
+    return text
+
+
+def check_dynamic_configs(configs: Mapping[str, str | None], per_broker: bool) -> None:
+    """Refuse a set of dynamic broker configs as Kafka does (ConfigError, with Kafka's words):
+    static keys, key and trust stores without a listener prefix, bad values, and at the cluster
+    default (``per_broker`` False) the listener and security keys only a broker id may carry."""
+    static = [key for key in configs if _listener_base(key) is None and not updatable_dynamically(key)]
+    if static:
+        raise ConfigError(f"Cannot update these configs dynamically: {_kafka_set(static)}")
+    unprefixed = [key for key in configs if key in PER_LISTENER_ONLY]
+    if unprefixed:
+        raise ConfigError("These security configs can be dynamically updated only per-listener using the "
+                          f"listener prefix: {_kafka_set(unprefixed)}")
+    for key, text in configs.items():
+        if text is None:
+            raise ConfigError(f"Null value not supported for : {key}")
+        _check_dynamic_value(key, text)
+    if not per_broker:
+        broker_only = [key for key in configs if key in PER_BROKER_ONLY or (
+            (base := _listener_base(key)) is not None and base not in CLUSTER_LEVEL_LISTENER_KEYS)]
+        if broker_only:
+            raise ConfigError("Cannot update these configs at default cluster level, broker id must be specified: "
+                              f"{_kafka_set(broker_only)}")
+
+
+def applied_dynamically(key: str) -> bool:
+    """Whether minikafka acts on a dynamic value of ``key`` at run time; any other accepted key is
+    only stored and described, as Kafka would store and describe it."""
+    definition = DEFINITIONS.get(ALIASES.get(key, key))
+    return definition is not None and definition.dynamic and _listener_base(key) is None
 
 
 def _checked(definition: ConfigDef, key: str, text: str) -> Any:
@@ -512,8 +613,13 @@ class BrokerConfig:
         self._bound = self._parse_listeners("listeners")
         self._advertised = self._parse_listeners("advertised.listeners")
         self._check_listeners()
+        # Dynamic values minikafka applies (parsed), per broker and as the cluster default ...
         self.dynamic_broker: dict[str, Any] = {}
         self.dynamic_default: dict[str, Any] = {}
+        # ... and those it only stores and describes, as given (see applied_dynamically).
+        self.stored_broker: dict[str, str] = {}
+        self.stored_default: dict[str, str] = {}
+        self._told_unapplied: set[str] = set()
         self._listeners: dict[str, list[ConfigListener]] = {}
 
     def _set_per_listener(self, key: str, text: str) -> None:
@@ -633,35 +739,60 @@ class BrokerConfig:
             return self.dynamic_default[name]
         return self.values[name]
 
+    def dynamic_text(self, name: str) -> tuple[str | None, int] | None:
+        """(value as text, ConfigSource) of the dynamic value of ``name`` in force or stored, per
+        broker before cluster default; None when it has none."""
+        for applied, stored, source in ((self.dynamic_broker, self.stored_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                                        (self.dynamic_default, self.stored_default,
+                                         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            if name in applied:
+                return format_value(applied[name]), source
+            if name in stored:
+                return stored[name], source
+        return None
+
     def source_of(self, name: str) -> int:
-        """Where the effective value of a key comes from (a ConfigSource)."""
-        if name in self.dynamic_broker:
+        """Where the effective value of a key comes from (a ConfigSource); for a key minikafka
+        only stores, where the value it describes comes from."""
+        if name in self.dynamic_broker or name in self.stored_broker:
             return ConfigSource.DYNAMIC_BROKER_CONFIG
-        if name in self.dynamic_default:
+        if name in self.dynamic_default or name in self.stored_default:
             return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         if name in self.explicit:
             return ConfigSource.STATIC_BROKER_CONFIG
         return ConfigSource.DEFAULT_CONFIG
 
-    def parse_dynamic(self, configs: Mapping[str, str]) -> dict[str, Any]:
-        """Parse values for dynamic keys; raises ConfigError naming the first bad key."""
-        parsed: dict[str, Any] = {}
+    def parse_dynamic(self, configs: Mapping[str, str], per_broker: bool = True) -> dict[str, Any]:
+        """Check a set of dynamic configs (see check_dynamic_configs; raises ConfigError) and parse
+        the values minikafka applies."""
+        return self._split_dynamic(configs, per_broker)[0]
+
+    @staticmethod
+    def _split_dynamic(configs: Mapping[str, str], per_broker: bool) -> tuple[dict[str, Any], dict[str, str]]:
+        check_dynamic_configs(configs, per_broker)
+        applied: dict[str, Any] = {}
+        stored: dict[str, str] = {}
         for key, text in configs.items():
-            name = ALIASES.get(key, key)
-            definition = DEFINITIONS.get(name)
-            if definition is None:
-                raise ConfigError(f"Unknown broker config: {key}")
-            if not definition.dynamic:
-                raise ConfigError(f"Broker config {key} cannot be changed dynamically; set it in server.properties")
-            parsed[name] = _checked(definition, key, text)
-        return parsed
+            if applied_dynamically(key):
+                applied[ALIASES.get(key, key)] = _check_dynamic_value(key, text)
+            else:
+                stored[key] = text
+        return applied, stored
 
     def apply_dynamic(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> None:
         """Replace every dynamic value (raises ConfigError, changing nothing, if one is bad), then
         call the listeners of each key whose effective value changed."""
-        broker_values, default_values = self.parse_dynamic(per_broker), self.parse_dynamic(cluster_default)
+        broker_values, broker_stored = self._split_dynamic(per_broker, True)
+        default_values, default_stored = self._split_dynamic(cluster_default, False)
         before = {key: self[key] for key in dynamic_keys()}
         self.dynamic_broker, self.dynamic_default = broker_values, default_values
+        self.stored_broker, self.stored_default = broker_stored, default_stored
+        for key in sorted({*broker_stored, *default_stored} - self._told_unapplied):
+            # Kafka acts on these (or, for a custom key, its plugins may read it); minikafka keeps
+            # them so that they are described and survive restarts, and says once that it does no more.
+            self._told_unapplied.add(key)
+            log.info("dynamic broker config %s is stored and described as Kafka does, but has no effect in "
+                     "minikafka", key)
         for key, old in before.items():
             new = self[key]
             if new != old:
@@ -763,18 +894,27 @@ class ConfigSource:
 class ConfigType:
     """Value types reported by DescribeConfigs v3+ (Kafka's numbering)."""
 
+    UNKNOWN = 0
     BOOLEAN = 1
     STRING = 2
     INT = 3
+    SHORT = 4
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+    @classmethod
+    def named(cls, name: str) -> int:
+        """The number of a type named as kafka_broker_keys names it ("INT", "LIST", ...)."""
+        return int(getattr(cls, name))
 
 
 def config_type_of(definition: ConfigDef) -> int:
     if definition.parse is _parse_bool:
         return ConfigType.BOOLEAN
-    if definition.parse is _parse_list:
+    if definition.parse in (_parse_list, parse_cleanup_policy):
         return ConfigType.LIST
     if definition.parse is _parse_int:
         return ConfigType.LONG

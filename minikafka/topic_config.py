@@ -7,7 +7,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import CLEANUP_POLICIES, BrokerConfig, ConfigSource, ConfigType, format_value
+from minikafka.config import (
+    DEFINITIONS,
+    BrokerConfig,
+    ConfigSource,
+    ConfigType,
+    format_value,
+    parse_cleanup_policy,
+)
 from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.replica.replication_quota import parse_throttled_replicas
 from minikafka.storage.log import LogConfig
@@ -69,6 +76,14 @@ def _throttled_replicas(text: str) -> list[str]:
     return _list(text)
 
 
+def _cleanup_policy(text: str) -> list[str]:
+    """compact and/or delete, or empty (see config.parse_cleanup_policy)."""
+    try:
+        return parse_cleanup_policy(text)
+    except ValueError as exc:
+        raise _RefusedValue(str(exc)) from None
+
+
 def _at_least(low: int | float) -> Callable[[Any], bool]:
     return lambda v: v >= low
 
@@ -84,9 +99,8 @@ def _between(low: int | float, high: int | float) -> Callable[[Any], bool]:
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in [
-        TopicConfigDef("cleanup.policy", "log.cleanup.policy", _list,
-                       lambda v: bool(v) and all(p in CLEANUP_POLICIES for p in v),
-                       "must be compact, delete or compact,delete", kind=ConfigType.LIST),
+        TopicConfigDef("cleanup.policy", "log.cleanup.policy", _cleanup_policy, lambda v: True, "",
+                       kind=ConfigType.LIST),
         TopicConfigDef("compression.type", None, _text, lambda v: v in COMPRESSION_TYPES,
                        f"must be one of {', '.join(COMPRESSION_TYPES)}", default="producer", kind=ConfigType.STRING),
         TopicConfigDef("compression.gzip.level", None, _long, lambda v: v == -1 or 1 <= v <= 9,
@@ -149,6 +163,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                        "", kind=ConfigType.BOOLEAN),
     ]
 }
+
+
+def dynamic_topic_defaults() -> list[str]:
+    """The dynamic broker keys that give topic configs their defaults: when one changes, every log
+    that does not override it must follow."""
+    return sorted({d.broker_key for d in TOPIC_CONFIGS.values()
+                   if d.broker_key is not None and DEFINITIONS[d.broker_key].dynamic})
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:

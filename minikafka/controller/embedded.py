@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import DEFINITIONS, BrokerConfig, ConfigError
+from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
 from minikafka.controller.metadata_store import NO_LEADER, MetadataStore, PartitionState, TopicState
 from minikafka.controller.topics import (
@@ -27,7 +27,12 @@ from minikafka.controller.topics import (
 from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata, TopicMetadata
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.errors import KafkaStorageError
-from minikafka.topic_config import TOPIC_CONFIGS, InvalidTopicConfig, log_config_for, validate_topic_configs
+from minikafka.topic_config import (
+    InvalidTopicConfig,
+    dynamic_topic_defaults,
+    log_config_for,
+    validate_topic_configs,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -49,9 +54,8 @@ class EmbeddedController(ClusterControl):
         self._next_producer_index = 0
         # Broker keys that give topic configs their defaults: when one changes dynamically, every
         # log that does not override it follows.
-        for key in sorted({d.broker_key for d in TOPIC_CONFIGS.values() if d.broker_key is not None}):
-            if DEFINITIONS[key].dynamic:
-                config.on_change(key, self._refresh_log_configs)
+        for key in dynamic_topic_defaults():
+            config.on_change(key, self._refresh_log_configs)
 
     @property
     def cluster_id(self) -> str:
@@ -297,9 +301,10 @@ class EmbeddedController(ClusterControl):
         """Replace the dynamic configs of this broker (entity = its id) or the cluster defaults
         (entity ""); listeners registered with BrokerConfig.on_change see the new values."""
         try:
-            self.config.parse_dynamic(configs)
+            self.config.parse_dynamic(configs, per_broker=entity != "")
         except ConfigError as exc:
-            return ErrorCode.INVALID_CONFIG, str(exc)
+            # Kafka answers a refused broker config with INVALID_REQUEST (INVALID_CONFIG is a topic's).
+            return ErrorCode.INVALID_REQUEST, str(exc)
         if validate_only:
             return ErrorCode.NONE, None
         try:

@@ -262,9 +262,10 @@ class ZkClusterAdmin(ClusterControl):
     @_REFUSED
     async def alter_broker_configs(self, entity: str, configs: dict[str, str], validate_only: bool) -> Outcome:
         try:
-            self.config.parse_dynamic(configs)
+            self.config.parse_dynamic(configs, per_broker=entity != "")
         except ConfigError as exc:
-            return ErrorCode.INVALID_CONFIG, str(exc)
+            # Kafka answers a refused broker config with INVALID_REQUEST (INVALID_CONFIG is a topic's).
+            return ErrorCode.INVALID_REQUEST, str(exc)
         if validate_only:
             return ErrorCode.NONE, None
         await self.zk.set_entity_configs("brokers", entity or "<default>", configs)

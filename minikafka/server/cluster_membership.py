@@ -24,7 +24,7 @@ from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
-from minikafka.topic_config import log_config_for
+from minikafka.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
 from protocol.errors import ErrorCode
 
@@ -61,6 +61,10 @@ class ClusterMembership:
         # znode path), and a new session began whose watches must be set again.
         self.on_user_changed: Callable[[str], Awaitable[None]] | None = None
         self.on_new_session: Callable[[], Awaitable[None]] | None = None
+        # Broker keys that give topic configs their defaults: when one changes dynamically, every
+        # hosted log that does not override it follows (as the embedded controller does).
+        for key in dynamic_topic_defaults():
+            config.on_change(key, lambda _key, _value: self._spawn(self._refresh_log_configs))
 
     async def start(self) -> None:
         self.broker_epoch = await self._register()
@@ -236,6 +240,11 @@ class ClusterMembership:
             self.config.apply_dynamic(own, default)
         except ConfigError as exc:
             log.error("dynamic broker configs in ZooKeeper not applied: %s", exc)
+
+    async def _refresh_log_configs(self) -> None:
+        for topic in sorted({name for name, _ in self.replica_manager.partitions}):
+            configs = await self.topic_configs(topic)
+            self.replica_manager.update_config(topic, log_config_for(configs, self.config, topic))
 
     def apply_broker_configs_soon(self) -> None:
         self._spawn(self._apply_broker_configs)

@@ -27,6 +27,7 @@ OVERRIDES = {"auto.create.topics.enable": "false", "log.segment.delete.delay.ms"
              "log.retention.check.interval.ms": "300", "group.initial.rebalance.delay.ms": "0",
              "offsets.topic.num.partitions": "5"}
 INVALID_CONFIG = 40
+INVALID_REQUEST = 42  # Kafka's answer to a refused broker config (INVALID_CONFIG is a topic's)
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +120,10 @@ def test_dynamic_broker_config_is_applied_stored_and_described(admin_broker: Bro
         "broker": {"1": "OK"}}
     refused = cli(admin_broker, "configs", "alter", "-r", "broker", "-n", "1", "-c", "log.retention.ms=later",
                   "--allow-unknown")
-    assert f"[Error {INVALID_CONFIG}]" in refused["broker"]["1"] and "log.retention.ms" in refused["broker"]["1"]
+    assert f"[Error {INVALID_REQUEST}]" in refused["broker"]["1"] and "log.retention.ms" in refused["broker"]["1"]
     static = cli(admin_broker, "configs", "alter", "-r", "broker", "-n", "1", "-c", "num.partitions=3",
                  "--allow-unknown")
-    assert f"[Error {INVALID_CONFIG}]" in static["broker"]["1"] and "num.partitions" in static["broker"]["1"]
+    assert f"[Error {INVALID_REQUEST}]" in static["broker"]["1"] and "num.partitions" in static["broker"]["1"]
 
     create_topic(admin_broker.bootstrap, "follows-broker", 1)
     admin_broker.restart(clean=False)
@@ -134,6 +135,49 @@ def test_dynamic_broker_config_is_applied_stored_and_described(admin_broker: Bro
     cli(admin_broker, "configs", "alter", "-r", "broker", "-n", "1", "-c", "log.retention.ms=del()")
     reset = cli(admin_broker, "configs", "describe", "-r", "broker", "-n", "1")["broker"]["1"]["log.retention.ms"]
     assert reset["config_source"] == "DEFAULT_CONFIG"
+
+
+def test_subtracting_the_last_cleanup_policy_leaves_it_empty(admin_broker: BrokerProcess) -> None:
+    # Kafka 3.9 accepts an empty cleanup.policy (neither compacted nor trimmed by retention).
+    create_topic(admin_broker.bootstrap, "no-policy", 1)
+    assert cli(admin_broker, "configs", "alter", "-r", "topic", "-n", "no-policy", "-c",
+               "cleanup.policy=sub(delete)") == {"topic": {"no-policy": "OK"}}
+    policy = _topic_configs(admin_broker, "no-policy")["cleanup.policy"]
+    assert (policy["value"], policy["config_source"]) == ("", "DYNAMIC_TOPIC_CONFIG")
+    assert cli(admin_broker, "configs", "alter", "-r", "topic", "-n", "no-policy", "-c",
+               "cleanup.policy=add(compact)") == {"topic": {"no-policy": "OK"}}
+    assert _topic_configs(admin_broker, "no-policy")["cleanup.policy"]["value"] == "compact"
+    bad = cli(admin_broker, "configs", "alter", "-r", "topic", "-n", "no-policy", "-c", "cleanup.policy=shred")
+    assert f"[Error {INVALID_CONFIG}]" in bad["topic"]["no-policy"] and "cleanup.policy" in bad["topic"]["no-policy"]
+
+
+def _broker_config(broker: BrokerProcess, key: str) -> dict[str, Any]:
+    return cli(broker, "configs", "describe", "-r", "broker", "-n", "1")["broker"]["1"][key]
+
+
+def test_broker_keys_kafka_updates_at_run_time_are_stored_and_described(admin_broker: BrokerProcess) -> None:
+    # Kafka updates this key dynamically; minikafka has no Kerberos but stores it as Kafka does.
+    key = "sasl.kerberos.min.time.before.relogin"
+    before = _broker_config(admin_broker, key)
+    assert (before["value"], before["config_source"], before["read_only"]) == ("60000", "DEFAULT_CONFIG", False)
+    for mode in ("--force-incremental", "--force-alter"):
+        assert cli(admin_broker, "configs", "alter", "-r", "broker", "-n", "1", "-c", f"{key}=70000", mode) == {
+            "broker": {"1": "OK"}}, mode
+    admin_broker.restart(clean=False)
+    after = _broker_config(admin_broker, key)
+    assert (after["value"], after["config_source"]) == ("70000", "DYNAMIC_BROKER_CONFIG")
+    # Said once by the process that took the change (twice), and once by the restarted one.
+    told = f"dynamic broker config {key} is stored and described as Kafka does, but has no effect in minikafka"
+    runs = admin_broker.stderr_text(10**8).split("===== start #")
+    assert [run.count(told) for run in runs[-2:]] == [1, 1], admin_broker.stderr_text()
+    # What Kafka refuses, it refuses in its own words.
+    for config, words in (("num.partitions=3", "Cannot update these configs dynamically: Set(num.partitions)"),
+                          ("ssl.keystore.location=/k.pem", "These security configs can be dynamically updated "
+                           "only per-listener using the listener prefix: Set(ssl.keystore.location)")):
+        refused = cli(admin_broker, "configs", "alter", "-r", "broker", "-n", "1", "-c", config, "--allow-unknown")
+        assert refused == {"broker": {"1": f"[Error {INVALID_REQUEST}] InvalidRequestError: {words}"}}, refused
+    cli(admin_broker, "configs", "alter", "-r", "broker", "-n", "1", "-c", f"{key}=del()")
+    assert _broker_config(admin_broker, key)["config_source"] == "DEFAULT_CONFIG"
 
 
 def test_groups_list_and_describe(admin_broker: BrokerProcess) -> None:

@@ -15,6 +15,7 @@ import confluent_kafka
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaError
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from protocol.errors import ErrorCode
@@ -196,26 +197,62 @@ def test_a_transaction_left_open_is_aborted_at_its_timeout(txn_broker: BrokerPro
         producer.commit_transaction(10)
 
 
+def _produce_outside_the_transaction(broker: BrokerProcess, transactional_id: str, topic: str, partition: int,
+                                     value: bytes) -> int:
+    """A transactional batch for a partition the transaction never added; the error it is answered."""
+    described = _describe(broker, transactional_id)
+    records = encode_batch([NewRecord(b"k", value)], 0, producer_id=described.producer_id,
+                           producer_epoch=described.producer_epoch, base_sequence=0, transactional=True)
+    request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+    with broker.wire() as wire:
+        response = wire.request(request, 8, ProduceResponse)
+    (answer,) = response.responses[0].partition_responses
+    return int(answer.error_code)
+
+
 def test_a_batch_for_a_partition_not_in_the_transaction_is_refused(txn_broker: BrokerProcess) -> None:
     # KIP-890: a leader asks the coordinator before a transaction's first batch in a partition.
     topic = "txn-unverified"
     create_topic(txn_broker.bootstrap, topic, 2)
     producer = _producer(txn_broker, "sneaky")
     _in_txn(producer, topic, [b"added"], 1)  # the transaction has partition 0 only
-    described = _describe(txn_broker, "sneaky")
-    records = encode_batch([NewRecord(b"k", b"not-added")], 0, producer_id=described.producer_id,
-                           producer_epoch=described.producer_epoch, base_sequence=0, transactional=True)
-    request = ProduceRequest(transactional_id="sneaky", acks=-1, timeout_ms=5000, topic_data=[
-        ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.TopicProduceData.PartitionProduceData(index=1, records=records)])])
-    with txn_broker.wire() as wire:
-        response = wire.request(request, 8, ProduceResponse)
-    (answer,) = response.responses[0].partition_responses
-    assert answer.error_code == ErrorCode.INVALID_TXN_STATE, answer
+    assert _produce_outside_the_transaction(txn_broker, "sneaky", topic, 1, b"not-added") == \
+        ErrorCode.INVALID_TXN_STATE
     producer.commit_transaction(30)
     assert _committed(txn_broker, topic, 2) == [b"added"]
     assert confluent_consume(txn_broker.bootstrap, topic, [1], isolation_level="read_uncommitted") == [], \
         "nothing was appended to partition 1"
+
+
+def _alter_cluster_default(broker: BrokerProcess, key: str, value: str | None) -> None:
+    """IncrementalAlterConfigs of the cluster-wide broker default (resource name ""): SET, or
+    DELETE when ``value`` is None. kafka-python's admin client names brokers by id only."""
+    operation = 1 if value is None else 0
+    request = IncrementalAlterConfigsRequest(resources=[(4, "", [(key, operation, value)])], validate_only=False)
+    with broker.wire() as wire:
+        (answer,) = wire.request(request, 1, IncrementalAlterConfigsResponse).responses
+    assert (answer.error_code, answer.error_message) == (ErrorCode.NONE, None), answer
+
+
+def test_verification_is_switched_off_and_on_at_run_time(txn_broker: BrokerProcess) -> None:
+    # transaction.partition.verification.enable is a cluster-wide dynamic config in Kafka.
+    topic = "txn-verification-switch"
+    create_topic(txn_broker.bootstrap, topic, 2)
+    producer = _producer(txn_broker, "switch")
+    _in_txn(producer, topic, [b"added"], 1)
+    _alter_cluster_default(txn_broker, "transaction.partition.verification.enable", "false")
+    try:
+        assert _produce_outside_the_transaction(txn_broker, "switch", topic, 1, b"unverified") == ErrorCode.NONE
+    finally:
+        _alter_cluster_default(txn_broker, "transaction.partition.verification.enable", None)
+    producer.commit_transaction(30)
+    producer = _producer(txn_broker, "switch")
+    _in_txn(producer, topic, [b"added-again"], 1)
+    assert _produce_outside_the_transaction(txn_broker, "switch", topic, 1, b"refused") == \
+        ErrorCode.INVALID_TXN_STATE, "verification did not come back with the default"
+    producer.abort_transaction(30)
 
 
 def _describe(broker: BrokerProcess, transactional_id: str) -> Any:

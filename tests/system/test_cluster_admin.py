@@ -1,7 +1,7 @@
 """Operating a cluster through any broker: a clean stop (SIGTERM) moves leadership first,
 preferred leaders come back on request (ElectLeaders, from kafka-python and confluent-kafka),
-a deleted topic leaves every broker's metadata and disks, topic configs and new partitions
-reach every broker."""
+a deleted topic leaves every broker's metadata and disks, topic configs, cluster-wide broker
+defaults and new partitions reach every broker."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from confluent_kafka.admin import ConfigResource as Resource
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 from tests.integration.broker_process import wait_until
 from tests.system.cluster import Cluster
@@ -102,6 +103,33 @@ def test_a_topic_config_changed_through_one_broker_reaches_every_broker(cluster:
     for broker in cluster.brokers.values():
         wait_until(lambda broker=broker: "configs of topic managed are now {'retention.ms': '123456'}"
                    in broker.stderr_text(), 15, what=f"broker {broker.broker_id} applying the change")
+
+
+def test_a_cluster_default_set_through_one_broker_reaches_every_broker(cluster: Cluster) -> None:
+    # transaction.partition.verification.enable is cluster-wide and dynamic in Kafka.
+    key = "transaction.partition.verification.enable"
+    first = next(iter(cluster.brokers.values()))
+
+    def alter(operation: int, value: str | None) -> None:
+        request = IncrementalAlterConfigsRequest(resources=[(4, "", [(key, operation, value)])], validate_only=False)
+        with first.wire() as wire:
+            (answer,) = wire.request(request, 1, IncrementalAlterConfigsResponse).responses
+        assert answer.error_code == 0, answer
+
+    def seen_by(broker_id: int) -> tuple[str, int]:
+        admin = AdminClient({"bootstrap.servers": cluster.brokers[broker_id].bootstrap})
+        (future,) = admin.describe_configs([Resource("broker", str(broker_id))]).values()
+        entry = future.result(timeout=20)[key]
+        return entry.value, entry.source
+
+    alter(0, "false")  # SET
+    for broker_id in cluster.brokers:
+        wait_until(lambda broker_id=broker_id: seen_by(broker_id) == ("false", 3), 15,  # DYNAMIC_DEFAULT_BROKER_CONFIG
+                   what=f"broker {broker_id} taking the cluster default")
+    alter(1, None)  # DELETE
+    for broker_id in cluster.brokers:
+        wait_until(lambda broker_id=broker_id: seen_by(broker_id) == ("true", 5), 15,  # DEFAULT_CONFIG
+                   what=f"broker {broker_id} dropping the cluster default")
 
 
 def test_partitions_added_through_any_broker_get_replicated_leaders(cluster: Cluster) -> None:

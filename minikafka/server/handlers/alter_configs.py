@@ -2,9 +2,10 @@
 
 AlterConfigs replaces a resource's whole set of dynamic configs; IncrementalAlterConfigs
 sets, deletes, appends to or subtracts from single keys. Either way the resulting set is
-validated as a whole, and a resource with any bad key or value changes nothing
-(INVALID_CONFIG naming the key). Broker configs are per broker (resource name = broker id)
-or cluster-wide defaults (empty resource name); only keys declared dynamic may be set.
+validated as a whole, and a resource with any bad key or value changes nothing (for a topic
+INVALID_CONFIG naming the key; for a broker INVALID_REQUEST, as Kafka answers). Broker configs
+are per broker (resource name = broker id) or cluster-wide defaults (empty resource name); the
+keys Kafka updates at run time and custom keys may be set (config.check_dynamic_configs).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.config import DEFINITIONS, ConfigType, config_type_of, format_value
+from minikafka.kafka_broker_keys import KAFKA_DYNAMIC_UNDEFINED
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic
@@ -38,7 +40,9 @@ def _is_list(resource_type: int, key: str) -> bool:
     if resource_type == TOPIC_RESOURCE:
         return key in TOPIC_CONFIGS and TOPIC_CONFIGS[key].kind == ConfigType.LIST
     definition = DEFINITIONS.get(key)
-    return definition is not None and config_type_of(definition) == ConfigType.LIST
+    if definition is None:
+        return key in KAFKA_DYNAMIC_UNDEFINED and KAFKA_DYNAMIC_UNDEFINED[key][0] == "LIST"
+    return config_type_of(definition) == ConfigType.LIST
 
 
 def _current_list(resource_type: int, key: str, configs: dict[str, str], ctx: BrokerContext) -> list[str]:
@@ -47,12 +51,18 @@ def _current_list(resource_type: int, key: str, configs: dict[str, str], ctx: Br
     elif resource_type == TOPIC_RESOURCE:
         text = format_value(topic_config_value(key, {}, ctx.config)[0]) or ""
     else:
-        text = format_value(ctx.config[key]) or ""
+        dynamic = ctx.config.dynamic_text(key)
+        if dynamic is not None:
+            text = dynamic[0] or ""
+        elif key in DEFINITIONS:
+            text = format_value(ctx.config[key]) or ""
+        else:
+            text = KAFKA_DYNAMIC_UNDEFINED[key][1] or ""
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _apply(resource_type: int, configs: dict[str, str], changes: Any, ctx: BrokerContext) -> None:
-    known = TOPIC_CONFIGS if resource_type == TOPIC_RESOURCE else DEFINITIONS
+    known = TOPIC_CONFIGS if resource_type == TOPIC_RESOURCE else {**DEFINITIONS, **KAFKA_DYNAMIC_UNDEFINED}
     for change in changes:
         key, op, value = change.name, change.config_operation, change.value
         if op == SET:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from minikafka.config import DEFINITIONS, ConfigSource, config_type_of, format_value
+from minikafka.config import (
+    DEFINITIONS,
+    ConfigSource,
+    ConfigType,
+    config_type_of,
+    format_value,
+    updatable_dynamically,
+)
+from minikafka.kafka_broker_keys import KAFKA_DYNAMIC_UNDEFINED
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic
@@ -47,11 +55,19 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                                             f"but received {resource.resource_name}")
             elif resource.resource_name == "":
                 # The cluster-default entity holds only the dynamic defaults that were set.
+                config = ctx.config
                 result["configs"] = [_cluster_default_entry(name, ctx, include_synonyms)
-                                     for name in ctx.config.dynamic_default if keys is None or name in keys]
+                                     for name in [*config.dynamic_default, *config.stored_default]
+                                     if keys is None or name in keys]
             else:
+                # minikafka's keys, Kafka's dynamic keys minikafka only stores, then the other keys
+                # stored for this broker (custom and listener-prefixed ones), as Kafka lists them.
+                config = ctx.config
+                extra = [name for name in [*config.stored_broker, *config.stored_default]
+                         if name not in DEFINITIONS and name not in KAFKA_DYNAMIC_UNDEFINED]
                 result["configs"] = [_broker_entry(name, ctx, include_synonyms)
-                                     for name in DEFINITIONS if keys is None or name in keys]
+                                     for name in [*DEFINITIONS, *KAFKA_DYNAMIC_UNDEFINED, *dict.fromkeys(extra)]
+                                     if keys is None or name in keys]
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"Unsupported resource type {resource.resource_type}")
@@ -59,22 +75,44 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _kind(name: str) -> int:
+    """The type of a broker key; UNKNOWN for a custom or listener-prefixed one, as Kafka says."""
+    if name in DEFINITIONS:
+        return config_type_of(DEFINITIONS[name])
+    if name in KAFKA_DYNAMIC_UNDEFINED:
+        return ConfigType.named(KAFKA_DYNAMIC_UNDEFINED[name][0])
+    return ConfigType.UNKNOWN
+
+
+def _sensitive(name: str) -> bool:
+    """A secret (a password, a private key), or a key whose type is unknown and so might be one:
+    Kafka shows neither's value."""
+    if name in DEFINITIONS:
+        return DEFINITIONS[name].sensitive
+    return _kind(name) in (ConfigType.PASSWORD, ConfigType.UNKNOWN)
+
+
 def _shown(name: str, value: str | None) -> str | None:
-    """A secret (a password, a private key) is never shown: null, as Kafka answers."""
-    return None if DEFINITIONS[name].sensitive else value
+    return None if _sensitive(name) else value
 
 
 def _broker_synonyms(name: str, ctx: BrokerContext) -> list[dict[str, Any]]:
     """Every value a broker key has, most to least precedent (Kafka's synonym order)."""
     config = ctx.config
-    found = []
-    if name in config.dynamic_broker:
-        found.append((format_value(config.dynamic_broker[name]), ConfigSource.DYNAMIC_BROKER_CONFIG))
-    if name in config.dynamic_default:
-        found.append((format_value(config.dynamic_default[name]), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-    if name in config.explicit:
-        found.append((format_value(config.values[name]), ConfigSource.STATIC_BROKER_CONFIG))
-    found.append((format_value(DEFINITIONS[name].default), ConfigSource.DEFAULT_CONFIG))
+    found: list[tuple[str | None, int]] = []
+    for applied, stored, source in ((config.dynamic_broker, config.stored_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                                    (config.dynamic_default, config.stored_default,
+                                     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        if name in applied:
+            found.append((format_value(applied[name]), source))
+        elif name in stored:
+            found.append((stored[name], source))
+    if name in DEFINITIONS:
+        if name in config.explicit:
+            found.append((format_value(config.values[name]), ConfigSource.STATIC_BROKER_CONFIG))
+        found.append((format_value(DEFINITIONS[name].default), ConfigSource.DEFAULT_CONFIG))
+    elif name in KAFKA_DYNAMIC_UNDEFINED:
+        found.append((KAFKA_DYNAMIC_UNDEFINED[name][1], ConfigSource.DEFAULT_CONFIG))
     return [{"name": name, "value": _shown(name, value), "source": source} for value, source in found]
 
 
@@ -93,26 +131,42 @@ def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, sy
 
 
 def _broker_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
-    definition = DEFINITIONS[name]
-    value = _shown(name, format_value(ctx.config[name]))
-    source = ctx.config.source_of(name)
-    entry: dict[str, Any] = {"name": name, "value": value, "read_only": not definition.dynamic,
+    """One key of a broker: its dynamic value (applied or only stored) if it has one, else its
+    static or default value."""
+    dynamic = ctx.config.dynamic_text(name)
+    if dynamic is not None:
+        text, source = dynamic
+    elif name in DEFINITIONS:
+        text, source = format_value(ctx.config[name]), ctx.config.source_of(name)
+    else:
+        text, source = KAFKA_DYNAMIC_UNDEFINED[name][1], ConfigSource.DEFAULT_CONFIG
+    definition = DEFINITIONS.get(name)
+    entry: dict[str, Any] = {"name": name, "value": _shown(name, text), "read_only": not _updatable(name),
                              "config_source": source, "is_default": source == ConfigSource.DEFAULT_CONFIG,
-                             "is_sensitive": definition.sensitive, "config_type": config_type_of(definition), "synonyms": [],
-                             "documentation": definition.doc}
+                             "is_sensitive": _sensitive(name), "config_type": _kind(name), "synonyms": [],
+                             "documentation": definition.doc if definition is not None else None}
     if synonyms:
         entry["synonyms"] = _broker_synonyms(name, ctx)
     return entry
 
 
+def _updatable(name: str) -> bool:
+    """Whether DescribeConfigs calls ``name`` changeable: a dynamic key of minikafka or of Kafka
+    (a custom or listener-prefixed key is read-only to Kafka's DescribeConfigs)."""
+    definition = DEFINITIONS.get(name)
+    return name in KAFKA_DYNAMIC_UNDEFINED or (definition is not None and updatable_dynamically(name))
+
+
 def _cluster_default_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
     """The cluster-wide dynamic default of a key (DescribeConfigs of the broker resource "")."""
-    definition = DEFINITIONS[name]
-    value = format_value(ctx.config.dynamic_default[name])
+    config = ctx.config
+    value = _shown(name, format_value(config.dynamic_default[name]) if name in config.dynamic_default
+                   else config.stored_default[name])
     source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-    entry: dict[str, Any] = {"name": name, "value": value, "read_only": False, "config_source": source,
-                             "is_default": False, "is_sensitive": False, "config_type": config_type_of(definition),
-                             "synonyms": [], "documentation": definition.doc}
+    definition = DEFINITIONS.get(name)
+    entry: dict[str, Any] = {"name": name, "value": value, "read_only": not _updatable(name), "config_source": source,
+                             "is_default": False, "is_sensitive": _sensitive(name), "config_type": _kind(name),
+                             "synonyms": [], "documentation": definition.doc if definition is not None else None}
     if synonyms:
         entry["synonyms"] = [{"name": name, "value": value, "source": source}]
     return entry
