@@ -457,7 +457,8 @@ class ZkController:
                 else:
                     why = f"none of its replicas {list(state.replicas(tp))} is alive"
                 outcomes[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, why)
-                log.error("%s-%d: no unclean leader election yet: %s; it stays offline", tp[0], tp[1], why)
+                log.log(logging.WARNING if live else logging.ERROR, "%s-%d: no unclean leader election yet: %s; it "
+                        "stays offline%s", tp[0], tp[1], why, " for now" if live and retry else "")
             updated = await self._write_leader(tp, choice)
             if updated is not None:
                 changed[tp] = updated
