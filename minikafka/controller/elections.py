@@ -7,7 +7,7 @@ so leadership is predictable and the preferred (first) replica leads whenever it
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 NO_LEADER = -1
@@ -17,23 +17,61 @@ NO_LEADER = -1
 class Election:
     leader: int
     isr: tuple[int, ...]
-    unclean: bool = False
 
 
-def offline_partition(replicas: Sequence[int], isr: Sequence[int], live: Collection[int],
-                      unclean_allowed: bool) -> Election | None:
-    """The leader is gone (or there is none yet): the first live ISR member leads; with no
-    live ISR member, a live out-of-sync replica only when unclean election is allowed (it
-    may lack acknowledged records)."""
+def offline_partition(replicas: Sequence[int], isr: Sequence[int], live: Collection[int]) -> Election | None:
+    """The leader is gone (or there is none yet): the first live ISR member leads. None when no
+    ISR member is live; then only an unclean election (``unclean_leader``) can give it a leader."""
     live_isr = tuple(b for b in isr if b in live)
     for broker in replicas:
         if broker in live_isr:
             return Election(broker, live_isr)
-    if unclean_allowed:
-        for broker in replicas:
-            if broker in live:
-                return Election(broker, (broker,), unclean=True)
     return None
+
+
+@dataclass(frozen=True)
+class ReplicaLogEnd:
+    """Where one replica's log ends, as the replica reports it: the leader epoch of the last
+    entry of its leader-epoch cache (-1: none, an empty log) and its log end offset."""
+
+    latest_epoch: int
+    log_end_offset: int
+
+    @property
+    def empty(self) -> bool:
+        return self.latest_epoch < 0 and self.log_end_offset <= 0
+
+
+@dataclass(frozen=True)
+class UncleanElection:
+    """An unclean election's choice: ``leader`` (alone in the ISR), where its log ends, and how
+    many offsets other live replicas hold past that end (they truncate them when they follow it)."""
+
+    leader: int
+    isr: tuple[int, ...]
+    log_end: ReplicaLogEnd
+    offsets_behind: int
+
+
+def unclean_leader(replicas: Sequence[int], live: Collection[int],
+                   log_ends: Mapping[int, ReplicaLogEnd]) -> UncleanElection | None:
+    """No in-sync replica is live, and an out-of-sync one may lead: the live replica whose log
+    goes furthest, that is the highest latest leader epoch, then the highest log end offset (the
+    order of KIP-966's unclean recovery; a newer epoch's history supersedes an older one's, however
+    long), the first in assignment order on a tie. An empty replica (a disk replaced) thus never
+    leads while another live one holds data. Apache Kafka takes the first live replica instead.
+
+    ``log_ends`` holds the reports of the replicas that answered. None when no replica is live,
+    or when a live one did not report: it might hold more than all the others, and choosing
+    without it could throw away what only it has."""
+    candidates = [b for b in replicas if b in live]
+    if not candidates or any(b not in log_ends for b in candidates):
+        return None
+    order = {b: i for i, b in enumerate(candidates)}
+    leader = max(candidates, key=lambda b: (log_ends[b].latest_epoch, log_ends[b].log_end_offset, -order[b]))
+    chosen = log_ends[leader]
+    furthest = max(log_ends[b].log_end_offset for b in candidates)
+    return UncleanElection(leader, (leader,), chosen, max(0, furthest - chosen.log_end_offset))
 
 
 def new_partition(replicas: Sequence[int], live: Collection[int]) -> Election | None:

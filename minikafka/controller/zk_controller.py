@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from prometheus_client import Gauge
 
 from minikafka.config import BrokerConfig
-from minikafka.controller import elections
+from minikafka.controller import elections, replica_log_ends
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
 from minikafka.controller.reassignment import (
     ReplicaAssignment,
@@ -53,6 +53,10 @@ Outcome = tuple[ErrorCode, str | None]
 LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
 WRITE_ATTEMPTS = 5  # a reassignment's first write, each on the state the last lost to
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+UNCLEAN_CONFIG = "unclean.leader.election.enable"
+# An unclean election waiting for a replica's answer tries again this often, this many times.
+UNCLEAN_RETRY_S, UNCLEAN_ATTEMPTS = 2.0, 15
+_CHANGED_MEANWHILE: tuple[ErrorCode, str | None] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
 
 ACTIVE_CONTROLLER = Gauge("kafka_controller_KafkaController_ActiveControllerCount",
                           "1 on the broker that is the active controller, else 0")
@@ -373,45 +377,167 @@ class ZkController:
 
     async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionRecord]:
         """Elect a leader for partitions whose leader is gone or cannot serve; the changed ones."""
+        changed, _ = await self._elect_leaderless(partitions)
+        return changed
+
+    async def _elect_leaderless(self, partitions: Iterable[TopicPartition], unclean_requested: bool = False
+                                ) -> tuple[dict[TopicPartition, PartitionRecord], dict[TopicPartition, Outcome]]:
+        """A live in-sync replica leads each partition if there is one; with none, an unclean
+        election (``_elect_unclean``) where the topic's unclean.leader.election.enable allows it,
+        or ``unclean_requested`` (an unclean ElectLeaders); else the partition stays offline. The
+        changed partitions (their replicas are told), and per partition NONE or why not."""
         state = self.state
         changed: dict[TopicPartition, PartitionRecord] = {}
+        outcomes: dict[TopicPartition, Outcome] = {}
         unclean_by_topic: dict[str, bool] = {}
+        unclean: list[TopicPartition] = []
         for tp in partitions:
             record = state.partitions.get(tp)
             if record is None or tp[0] in state.deleting:
+                outcomes[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
                 continue
-            if tp[0] not in unclean_by_topic:
-                unclean_by_topic[tp[0]] = await self._unclean_allowed(tp[0])
-            unclean = unclean_by_topic[tp[0]]
-            chosen = elections.offline_partition(state.replicas(tp), record.state.isr, state.eligible(tp), unclean)
+            chosen = elections.offline_partition(state.replicas(tp), record.state.isr, state.eligible(tp))
             if chosen is None:
+                if tp[0] not in unclean_by_topic:
+                    unclean_by_topic[tp[0]] = unclean_requested or await self._unclean_allowed(tp[0])
+                if unclean_by_topic[tp[0]]:
+                    unclean.append(tp)
+                    continue
+                outcomes[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no in-sync replica is alive")
                 if record.state.leader == elections.NO_LEADER:
                     continue
-                log.error("%s-%d has no live in-sync replica (in-sync: %s); it stays offline until one returns",
-                          tp[0], tp[1], list(record.state.isr))
-                new_state = replace(record.state, leader=elections.NO_LEADER,
-                                    leader_epoch=record.state.leader_epoch + 1)
-            else:
-                if chosen.unclean:
-                    log.warning("%s-%d: unclean election of broker %d, which may lack acknowledged records",
-                                tp[0], tp[1], chosen.leader)
-                new_state = replace(record.state, leader=chosen.leader, isr=chosen.isr,
-                                    leader_epoch=record.state.leader_epoch + 1)
-            updated = await self._write(tp, new_state)
+                log.error("%s-%d has no live in-sync replica (in-sync: %s); it stays offline until one returns, or "
+                          "until unclean.leader.election.enable=true or an unclean leader election lets an "
+                          "out-of-sync replica lead", tp[0], tp[1], list(record.state.isr))
+            updated = await self._write_leader(tp, chosen)
             if updated is not None:
                 changed[tp] = updated
+            outcomes.setdefault(tp, (ErrorCode.NONE, None) if updated is not None else _CHANGED_MEANWHILE)
+        if unclean:
+            unclean_changed, unclean_outcomes = await self._elect_unclean(unclean, retry=not unclean_requested)
+            changed.update(unclean_changed)
+            outcomes.update(unclean_outcomes)
         if changed:
             moved = ", ".join(f"{t}-{p}->{r.state.leader}" for (t, p), r in sorted(changed.items()))
             log.info("new leaders: %s", moved)
         self._tell_replicas(changed)
-        return changed
+        return changed, outcomes
+
+    async def _elect_unclean(self, partitions: Sequence[TopicPartition], retry: bool, attempt: int = 1
+                             ) -> tuple[dict[TopicPartition, PartitionRecord], dict[TopicPartition, Outcome]]:
+        """Unclean leader election: no in-sync replica of these partitions is alive, and an
+        out-of-sync one may lead (acknowledged records it lacks are lost). Every live replica is
+        asked where its log ends (replica_log_ends.py) and the one holding the most leads, alone
+        in the ISR (elections.unclean_leader: never an empty replica while another holds data).
+        When a live replica did not answer, the partition stays offline; with ``retry`` (the
+        config allowed it, nobody waits on an answer) it is tried again shortly. The changed
+        partitions (not yet told to the replicas) and per partition NONE or why not."""
+        state = self.state
+        wanted: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            for broker in state.replicas(tp):
+                if broker in state.eligible(tp):
+                    wanted.setdefault(broker, []).append(tp)
+        addresses = {b: a for b in wanted if (r := state.brokers.get(b)) is not None
+                     and (a := r.endpoint(self.listener)) is not None}
+        log_ends = await replica_log_ends.ask(wanted, addresses, f"controller-{self.broker_id}", self.security)
+        # Events wait meanwhile (one at a time), so the partitions are as they were when asked.
+        results: tuple[dict[TopicPartition, PartitionRecord], dict[TopicPartition, Outcome]] = ({}, {})
+        changed, outcomes = results
+        waiting: list[TopicPartition] = []
+        for tp in partitions:
+            last_isr = state.partitions[tp].state.isr
+            live = [b for b in state.replicas(tp) if b in state.eligible(tp)]
+            ends = log_ends.get(tp, {})
+            choice = elections.unclean_leader(state.replicas(tp), live, ends)
+            if choice is None:
+                if live:
+                    why = f"replicas {[b for b in live if b not in ends]} did not say where their logs end"
+                    waiting.append(tp)
+                else:
+                    why = f"none of its replicas {list(state.replicas(tp))} is alive"
+                outcomes[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, why)
+                log.log(logging.WARNING if live else logging.ERROR, "%s-%d: no unclean leader election yet: %s; it "
+                        "stays offline%s", tp[0], tp[1], why, " for now" if live and retry else "")
+            updated = await self._write_leader(tp, choice)
+            if updated is not None:
+                changed[tp] = updated
+            if choice is not None:
+                outcomes[tp] = (ErrorCode.NONE, None) if updated is not None else _CHANGED_MEANWHILE
+                if updated is not None:
+                    self._log_unclean_election(tp, last_isr, choice, ends)
+        if waiting and retry:
+            self._retry_unclean(waiting, attempt)
+        return results
+
+    async def _write_leader(self, tp: TopicPartition, chosen: elections.Election | elections.UncleanElection | None
+                            ) -> PartitionRecord | None:
+        """Record the election's leader and ISR in a new leader epoch, or with None no leader (if it
+        had one); the new record, or None if nothing was written."""
+        record = self.state.partitions[tp]
+        if chosen is None:
+            if record.state.leader == elections.NO_LEADER:
+                return None
+            return await self._write(tp, replace(record.state, leader=elections.NO_LEADER,
+                                                 leader_epoch=record.state.leader_epoch + 1))
+        return await self._write(tp, replace(record.state, leader=chosen.leader, isr=chosen.isr,
+                                             leader_epoch=record.state.leader_epoch + 1))
+
+    def _log_unclean_election(self, tp: TopicPartition, isr: Sequence[int], choice: elections.UncleanElection,
+                              ends: Mapping[int, elections.ReplicaLogEnd]) -> None:
+        def described(end: elections.ReplicaLogEnd) -> str:
+            return "empty" if end.empty else f"log end offset {end.log_end_offset}, leader epoch {end.latest_epoch}"
+        replicas = "; ".join(f"broker {b}: {described(e)}" for b, e in sorted(ends.items()))
+        gone = [b for b in self.state.replicas(tp) if b not in ends]
+        log.warning("%s-%d: UNCLEAN leader election: no in-sync replica is alive (last in-sync: %s); broker %d "
+                    "leads, the live replica holding the most (%s). Records may be lost: the %d offset(s) other "
+                    "live replicas hold past offset %d, which they truncate, and any record that only %s held",
+                    tp[0], tp[1], list(isr) or "none left", choice.leader, replicas, choice.offsets_behind,
+                    choice.log_end.log_end_offset,
+                    f"the replicas on brokers {gone} or a replaced disk" if gone else "a replaced disk")
+
+    def _retry_unclean(self, partitions: Sequence[TopicPartition], attempt: int) -> None:
+        if attempt >= UNCLEAN_ATTEMPTS:
+            log.error("gave up the unclean leader election of %s after %d attempts; it runs again when a replica's "
+                      "broker registers, on an unclean leader election request, or when the config is set again",
+                      _names(partitions), attempt)
+            return
+
+        async def again() -> None:
+            state = self.state
+            still = [tp for tp in partitions if tp in state.partitions and tp[0] not in state.deleting
+                     and state.partitions[tp].state.leader not in state.eligible(tp)
+                     and elections.offline_partition(state.replicas(tp), state.partitions[tp].state.isr,
+                                                     state.eligible(tp)) is None
+                     and await self._unclean_allowed(tp[0])]
+            if still:
+                changed, _ = await self._elect_unclean(still, retry=True, attempt=attempt + 1)
+                self._tell_replicas(changed)
+        asyncio.get_running_loop().call_later(UNCLEAN_RETRY_S, self._post_while_controller, again)
 
     async def _unclean_allowed(self, topic: str) -> bool:
-        """The topic's unclean.leader.election.enable, else the broker's."""
+        """The topic's unclean.leader.election.enable, else this broker's (its own dynamic
+        config, else the cluster default, else server.properties)."""
         configs = await self.zk.entity_configs("topics", topic) or {}
-        if "unclean.leader.election.enable" in configs:
-            return configs["unclean.leader.election.enable"].strip().lower() == "true"
-        return bool(self.config["unclean.leader.election.enable"])
+        if UNCLEAN_CONFIG in configs:
+            return configs[UNCLEAN_CONFIG].strip().lower() == "true"
+        return bool(self.config[UNCLEAN_CONFIG])
+
+    def configs_changed(self, topic: str | None) -> None:
+        """A topic's configs (``topic``) or the broker configs changed: if that allows unclean
+        elections now, offline partitions get one at once, as Kafka's controller does."""
+        if self.active:
+            self._post_while_controller(lambda: self._unclean_config_changed(topic))
+
+    async def _unclean_config_changed(self, topic: str | None) -> None:
+        offline = [tp for tp in self._leaderless() if topic is None or tp[0] == topic]
+        allowed = [tp for tp in offline if await self._unclean_allowed(tp[0])]
+        if not allowed:
+            return
+        log.warning("unclean.leader.election.enable is now true for %s: electing leaders for %d offline "
+                    "partition(s): %s", f"topic {topic}" if topic else "the cluster's default", len(allowed),
+                    _names(allowed))
+        await self._elect_offline(allowed)
 
     # ---- failed log dirs (KIP-112) ---------------------------------------------------------
     async def _log_dir_events(self) -> None:
@@ -722,6 +848,30 @@ class ZkController:
         if changed:
             log.info("preferred leaders restored for %s", ", ".join(f"{t}-{p}" for t, p in sorted(changed)))
         self._tell_replicas(changed)
+        return results
+
+    async def elect_unclean(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
+        """Unclean leader election (ElectLeaders of type unclean) of the offline partitions among
+        ``partitions`` (None: every offline partition), whatever unclean.leader.election.enable
+        says; per partition NONE or why not."""
+        return await self._ask(lambda: self._elect_unclean_requested(partitions))
+
+    async def _elect_unclean_requested(self, partitions: Iterable[TopicPartition] | None
+                                       ) -> dict[TopicPartition, Outcome]:
+        state = self.state
+        wanted = self._leaderless() if partitions is None else list(partitions)
+        if not self.active:
+            return dict.fromkeys(wanted, (ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller"))
+        led = {tp: record.state.leader for tp in wanted if (record := state.partitions.get(tp)) is not None
+               and record.state.leader in state.eligible(tp)}
+        results: dict[TopicPartition, Outcome] = {
+            tp: (ErrorCode.ELECTION_NOT_NEEDED, f"broker {leader} leads it") for tp, leader in led.items()}
+        offline = [tp for tp in wanted if tp not in led]
+        if offline:
+            log.warning("unclean leader election requested for %d offline partition(s): %s", len(offline),
+                        _names(offline))
+            _, outcomes = await self._elect_leaderless(offline, unclean_requested=True)
+            results.update(outcomes)
         return results
 
     async def _rebalance_periodically(self) -> None:

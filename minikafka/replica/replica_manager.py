@@ -821,6 +821,16 @@ class ReplicaManager:
         offset, found_ts = found
         return ListOffsetResult(timestamp=found_ts, offset=offset, leader_epoch=log_.epoch_for_offset(offset))
 
+    def replica_log_end(self, topic: str, index: int) -> ListOffsetResult:
+        """Where this broker's replica's log ends, whether it leads, follows or waits for a leader:
+        its log end offset and the latest leader epoch of its log (-1 for none). What a controller
+        weighing an unclean election asks every live replica (ListOffsets as the debugging replica)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return ListOffsetResult(self._absent((topic, index)))
+        latest = partition.log.latest_epoch
+        return ListOffsetResult(offset=partition.log.log_end_offset, leader_epoch=-1 if latest is None else latest)
+
     def end_offset_for_epoch(self, topic: str, index: int, epoch: int,
                              current_leader_epoch: int = -1) -> tuple[ErrorCode, int, int]:
         partition, error = self._leader((topic, index))

@@ -228,8 +228,10 @@ class ClusterMembership:
                 self.replica_manager.update_config(entity_name, log_config_for(configs, self.config, entity_name))
                 self.replica_manager.replication_throttles.update_topic(entity_name, configs)
                 log.info("configs of topic %s are now %s", entity_name, configs)
+                self.controller.configs_changed(entity_name)
             elif kind == "brokers":
                 await self._apply_broker_configs()
+                self.controller.configs_changed(None)
             elif kind == "users" and self.on_user_changed is not None:
                 await self.on_user_changed(entity_name)
 

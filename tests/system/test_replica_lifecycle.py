@@ -94,7 +94,9 @@ def test_the_last_in_sync_replica_with_its_disk_replaced_never_leads_an_empty_lo
         # Only because the topic allows it, and said as such.
         wait_until(lambda: cluster.partitions(TOPIC, watcher)[0].leader_id == victim_id, 30, interval=0.1,
                    what="an unclean election")
-        assert f"{TOPIC}-0: unclean election of broker {victim_id}" in watcher.stderr_text()
+        assert f"{TOPIC}-0: UNCLEAN leader election" in watcher.stderr_text()
+        assert f"broker {victim_id} leads, the live replica holding the most (broker {victim_id}: empty)" \
+            in watcher.stderr_text()
         return
     _stays_offline(cluster, watcher, 3)
     assert cluster.partitions(TOPIC, watcher)[0].isr_nodes == []

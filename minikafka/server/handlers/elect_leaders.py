@@ -1,4 +1,5 @@
-"""ElectLeaders: give partitions back to their preferred (first) replica, through any broker.
+"""ElectLeaders: give partitions back to their preferred (first) replica, or (unclean) give
+offline partitions a leader among their out-of-sync replicas, through any broker.
 
 The controller decides; a broker that is not the controller forwards the request to it on
 the inter-broker listener and relays its answer."""
@@ -25,15 +26,16 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
         denied = _answer(wanted or [], (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."))
         return {**denied, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
-    if election != PREFERRED:
-        return _answer(wanted or [], (ErrorCode.INVALID_REQUEST, "only preferred leader election is served"))
+    if election not in (PREFERRED, UNCLEAN):
+        return _answer(wanted or [], (ErrorCode.INVALID_REQUEST, f"unknown election type {election}"))
     controller = ctx.cluster_controller
     if controller is None:
         # The embedded broker is the only replica of everything: it is every preferred leader.
         return _answer(wanted or [], (ErrorCode.ELECTION_NOT_NEEDED, "the only replica leads already"))
     if controller.active:
-        results = await controller.elect_preferred(wanted)
-        return _respond(results)
+        if election == UNCLEAN:
+            return _respond(await controller.elect_unclean(wanted))
+        return _respond(await controller.elect_preferred(wanted))
     return await _forward(request, ctx, wanted)
 
 

@@ -133,9 +133,8 @@ def test_a_follower_takes_the_leaders_high_watermark_up_to_its_own_log_end(leade
 
 def test_elections_pick_the_first_eligible_replica() -> None:
     replicas = (2, 1, 3)
-    assert elections.offline_partition(replicas, (1, 3), {1, 3}, False) == elections.Election(1, (1, 3))
-    assert elections.offline_partition(replicas, (2,), {1, 3}, False) is None, "no live in-sync replica"
-    assert elections.offline_partition(replicas, (2,), {1, 3}, True) == elections.Election(1, (1,), unclean=True)
+    assert elections.offline_partition(replicas, (1, 3), {1, 3}) == elections.Election(1, (1, 3))
+    assert elections.offline_partition(replicas, (2,), {1, 3}) is None, "no live in-sync replica"
     assert elections.new_partition(replicas, {1, 3}) == elections.Election(1, (1, 3))
     assert elections.controlled_shutdown(replicas, (2, 1, 3), {1, 2, 3}, {2}) == elections.Election(1, (1, 3))
     assert elections.preferred_replica(replicas, (1, 2), {1, 2}) == elections.Election(2, (1, 2))
