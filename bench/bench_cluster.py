@@ -17,6 +17,8 @@
    follower is between 10% and 90% of the way.
 6. Reassignment (KIP-455): a partition of 1 GiB moved from one broker to another, request to done,
    against a plain copy of the same segment files over loopback TCP.
+7. Topic creation: one CreateTopics request of 7 topics (115 partitions, RF 3), to its answer and
+   to every partition having a leader in every broker's Metadata.
 
 Each replication figure and the plain copy it is set against start alike: with the data to copy
 in the page cache and nothing dirty left to write back (os.sync() first). Writing into the page
@@ -53,6 +55,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 import confluent_kafka  # noqa: E402
+import confluent_kafka.admin  # noqa: E402
 from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic  # noqa: E402
 
@@ -485,6 +488,59 @@ def reassignment(cluster: Cluster, mib: int, repeat: int, profile: Path | None, 
     ]
 
 
+# Seven topics of 115 partitions in all: the CreateTopics of issue 37 that outlasted clients' 10 s timeouts.
+CREATE_TOPICS_PARTITIONS = (32, 24, 16, 16, 12, 8, 7)
+
+
+def one_create_topics(cluster: Cluster, run: str) -> tuple[float, float]:
+    """Seconds from one CreateTopics request (every topic of CREATE_TOPICS_PARTITIONS, RF 3) to its
+    answer, and to every partition having a leader in every broker's Metadata."""
+    names = [f"create-{run}-{i}" for i in range(len(CREATE_TOPICS_PARTITIONS))]
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.list_topics(timeout=10)  # connected, and the controller known, before the clock starts
+    started = time.monotonic()
+    futures = admin.create_topics([confluent_kafka.admin.NewTopic(name, count, 3) for name, count
+                                   in zip(names, CREATE_TOPICS_PARTITIONS, strict=True)],
+                                  operation_timeout=30, request_timeout=60)
+    for future in futures.values():
+        future.result(60)
+    answered = time.monotonic() - started
+
+    def led_everywhere() -> bool:
+        for broker in cluster.brokers.values():
+            found = {t.name: t for t in cluster.metadata(names, via=broker).topics}
+            for name, count in zip(names, CREATE_TOPICS_PARTITIONS, strict=True):
+                topic = found.get(name)
+                if topic is None or len(topic.partitions) != count or any(p.leader_id < 0 for p in topic.partitions):
+                    return False
+        return True
+    wait_until(led_everywhere, 60, interval=0.01, what="every new partition led in every broker's Metadata")
+    led = time.monotonic() - started
+    for future in admin.delete_topics(names, operation_timeout=30).values():
+        future.result(60)
+    return answered, led
+
+
+def create_topics(cluster: Cluster, repeat: int, figures: Path | None) -> list[str]:
+    one_create_topics(cluster, "warm-up")
+    runs = []
+    for run in range(repeat):
+        runs.append(one_create_topics(cluster, str(run)))
+        print(f"create topics run {run}: answered in {runs[-1][0]:.2f} s, led everywhere in {runs[-1][1]:.2f} s",
+              file=sys.stderr, flush=True)
+    answered, led = (statistics.median(r[i] for r in runs) for i in (0, 1))
+    record_figure(figures, "CreateTopics of 7 topics, 115 partitions, RF 3 (s)", answered, "under 1 s", answered < 1)
+    return [
+        f"### Topic creation: {len(CREATE_TOPICS_PARTITIONS)} topics of {sum(CREATE_TOPICS_PARTITIONS)} partitions "
+        f"in all, RF 3, one CreateTopics request, median of {repeat}\n",
+        "| what | seconds (median) | runs |", "|---|---:|---|",
+        f"| request to answer | {answered:.2f} | {', '.join(f'{r[0]:.2f}' for r in runs)} |",
+        f"| request to every partition led in every broker's Metadata | {led:.2f} | "
+        f"{', '.join(f'{r[1]:.2f}' for r in runs)} |",
+        "\naim: the answer in under 1 s\n",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000, help="records per throughput run")
@@ -495,7 +551,7 @@ def main() -> int:
     parser.add_argument("--figures", type=Path, help="add the headline figures to this file (bench/run.py's)")
     parser.add_argument("--reassign-mib", type=int, default=1024, help="MiB of the partition reassigned")
     parser.add_argument("--only", choices=["throughput", "failover", "catch-up", "dir-failover", "throttle",
-                                           "reassignment"],
+                                           "reassignment", "create-topics"],
                         help="run one measure only")
     args = parser.parse_args()
     if args.profile is not None:
@@ -528,6 +584,8 @@ def main() -> int:
                 report += throttle_accuracy(cluster, args.throttle_mib)
             if args.only in (None, "reassignment"):
                 report += reassignment(cluster, args.reassign_mib, args.repeat, args.profile, args.figures)
+            if args.only in (None, "create-topics"):
+                report += create_topics(cluster, args.repeat, args.figures)
         except BaseException:
             print(cluster.stderr(), file=sys.stderr)
             raise

@@ -8,8 +8,8 @@ request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_
 between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned against the lower
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
 read), bench/bench_cleaner.py (log compaction), bench/bench_produce_cpu.py (the broker's CPU per
-produced record), bench/bench_cluster.py (replication, failover, catch-up and reassignment in a
-three-broker cluster), bench/bench_tls.py (TLS against plaintext on one broker) and
+produced record), bench/bench_cluster.py (replication, failover, catch-up, reassignment and topic
+creation in a three-broker cluster), bench/bench_tls.py (TLS against plaintext on one broker) and
 bench/bench_txn.py (transactional produce against the same producer without transactions) and
 prints their reports, then the replication figures of issue 23 side by side with their aims.
 

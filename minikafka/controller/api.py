@@ -9,6 +9,7 @@ brokers did, and the elected controller carries it out). Handlers read cluster s
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from minikafka.controller.metadata_store import TopicState
@@ -23,6 +24,18 @@ class CreateTopicResult:
     error: ErrorCode
     message: str | None = None
     topic: TopicState | None = None
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """One topic of a CreateTopics request: a partition count and replication factor (-1: the
+    broker's default), or an explicit ``assignment`` of replicas to partitions."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str | None]
+    assignment: dict[int, list[int]] | None = None
 
 
 class ClusterControl(ABC):
@@ -41,6 +54,15 @@ class ClusterControl(ABC):
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, str | None], validate_only: bool = False,
                            assignment: dict[int, list[int]] | None = None) -> CreateTopicResult: ...
+
+    async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool,
+                            timeout_ms: int) -> list[CreateTopicResult]:
+        """The topics of one CreateTopics request, a result each in their order. Answered once
+        they are all written; with ``timeout_ms`` > 0, once they all have leaders too, or when
+        it runs out (those still without get REQUEST_TIMED_OUT), as Kafka answers. This default
+        makes them one at a time, for a controller that creates a topic at once."""
+        return [await self.create_topic(t.name, t.num_partitions, t.replication_factor, t.configs, validate_only,
+                                        t.assignment) for t in topics]
 
     @abstractmethod
     async def auto_create_topic(self, name: str) -> CreateTopicResult: ...

@@ -14,13 +14,14 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar, cast
 
 from kazoo.exceptions import NodeExistsError
 
 from minikafka.config import BrokerConfig, ConfigError
-from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
+from minikafka.controller.api import ClusterControl, CreateTopicResult, NewTopic, Outcome
 from minikafka.controller.embedded import internal_topic_layout, partition_count_error
 from minikafka.controller.metadata_store import PartitionState, TopicState
 from minikafka.controller.topics import (
@@ -40,6 +41,10 @@ log = logging.getLogger(__name__)
 PROPAGATION_WAIT_S = 10.0
 
 Method = TypeVar("Method", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+def _assignment_of(topic: TopicState) -> TopicAssignment:
+    return TopicAssignment(topic.topic_id, {p: tuple(state.replicas) for p, state in topic.partitions.items()})
 
 
 def _refused_without_zookeeper(refusal: Callable[[str, str], object]) -> Callable[[Method], Method]:
@@ -95,10 +100,79 @@ class ZkClusterAdmin(ClusterControl):
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, str | None], validate_only: bool = False,
                            assignment: dict[int, list[int]] | None = None, wait: bool = True) -> CreateTopicResult:
+        """One topic; with ``wait``, answered once this broker's metadata shows its leaders (or
+        after PROPAGATION_WAIT_S, without an error: the topic is created all the same)."""
+        (result,) = await self._create([NewTopic(name, num_partitions, replication_factor, configs, assignment)],
+                                       validate_only)
+        topic = result.topic
+        if wait and not validate_only and result.error == ErrorCode.NONE and topic is not None:
+            await self._await(lambda: self._ready(name, len(topic.partitions)))
+        return result
+
+    async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool,
+                            timeout_ms: int) -> list[CreateTopicResult]:
+        """As Kafka's ZooKeeper-mode brokers: every topic validated and written (in one
+        transaction, so the controller creates all their partitions in one go), then, with
+        ``timeout_ms`` > 0, one wait for all of them to have leaders in this broker's metadata."""
+        try:
+            results = await self._create(topics, validate_only)
+        except ZOOKEEPER_UNAVAILABLE as exc:
+            message = f"ZooKeeper is unavailable to this broker ({type(exc).__name__}); try again"
+            log.warning("CreateTopics of %s refused: %s", ", ".join(t.name for t in topics), message)
+            return [CreateTopicResult(t.name, ErrorCode.NOT_CONTROLLER, message) for t in topics]
+        created = {r.name: len(r.topic.partitions) for r in results
+                   if r.error == ErrorCode.NONE and r.topic is not None}
+        if validate_only or timeout_ms <= 0 or not created:
+            return results
+        await self._await(lambda: all(self._ready(name, count) for name, count in created.items()), timeout_ms / 1000)
+        late = {name for name, count in created.items() if not self._ready(name, count)}
+        if late:
+            log.warning("CreateTopics: %s created, but not every partition has a leader in this broker's metadata "
+                        "within the request's %d ms", ", ".join(sorted(late)), timeout_ms)
+        return [replace(r, error=ErrorCode.REQUEST_TIMED_OUT,
+                        message=f"Topic '{r.name}' is created, but not all its partitions had a leader within "
+                                f"{timeout_ms} ms") if r.name in late else r for r in results]
+
+    async def _create(self, topics: Sequence[NewTopic], validate_only: bool) -> list[CreateTopicResult]:
+        """Validate each topic (against those before it in the request too) and write the valid
+        ones; a result for each."""
+        existing = set(await self.zk.topic_names())
+        live = await self._live_brokers()
+        results = [await self._validate(topic, existing, live) for topic in topics]
+        if validate_only:
+            return results
+        valid = {r.name: r.topic for r in results if r.error == ErrorCode.NONE and r.topic is not None}
+        if not valid:
+            return results
+        try:
+            await self.zk.create_topics({name: (_assignment_of(topic), topic.configs) for name, topic in valid.items()})
+        except (NodeExistsError, StaleState):
+            # One of them was created meanwhile: each on its own, to tell which.
+            results = [await self._write_one(r) if r.name in valid else r for r in results]
+        for result in results:
+            topic = result.topic
+            if result.error == ErrorCode.NONE and topic is not None:
+                log.info("topic %s (id %s) written to ZooKeeper: %d partition(s), replicas %s", topic.name,
+                         topic.topic_id, len(topic.partitions),
+                         {p: list(state.replicas) for p, state in sorted(topic.partitions.items())})
+        return results
+
+    async def _write_one(self, result: CreateTopicResult) -> CreateTopicResult:
+        topic = result.topic
+        assert topic is not None
+        try:
+            await self.zk.create_topic(topic.name, _assignment_of(topic), topic.configs)
+        except (NodeExistsError, StaleState):
+            return CreateTopicResult(topic.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+        return result
+
+    async def _validate(self, new: NewTopic, existing: set[str], live: list[int]) -> CreateTopicResult:
+        """The topic to write (its result carries it), or why not; a valid name joins ``existing``,
+        so that a later topic of the same request that collides with it is refused."""
+        name, assignment = new.name, new.assignment
         reason = topic_name_error(name)
         if reason is not None:
             return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        existing = await self.zk.topic_names()
         if name in existing:
             marked = name in await self.zk.topics_to_delete()
             return CreateTopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS,
@@ -107,12 +181,12 @@ class ZkClusterAdmin(ClusterControl):
         reason = collision_error(name, existing)
         if reason is not None:
             return CreateTopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        live = await self._live_brokers()
         if assignment is not None:
             reason = assignment_error(assignment, live)
             if reason is not None:
                 return CreateTopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
         else:
+            num_partitions, replication_factor = new.num_partitions, new.replication_factor
             if num_partitions == -1:
                 num_partitions = self.config["num.partitions"]
             if replication_factor == -1:
@@ -129,23 +203,12 @@ class ZkClusterAdmin(ClusterControl):
                                          f"{len(live)}.")
             assignment = assign_replicas(live, num_partitions, replication_factor)
         try:
-            validated = validate_topic_configs(configs)
+            validated = validate_topic_configs(new.configs)
         except InvalidTopicConfig as exc:
             return CreateTopicResult(name, ErrorCode.INVALID_CONFIG, str(exc))
-        topic_id = uuid.uuid4()
-        topic = TopicState(name, topic_id, {p: PartitionState(r[0], 0, tuple(r), tuple(r))
-                                            for p, r in assignment.items()}, validated)
-        if validate_only:
-            return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
-        try:
-            await self.zk.create_topic(name, TopicAssignment(topic_id, {p: tuple(r) for p, r in assignment.items()}),
-                                       validated)
-        except (NodeExistsError, StaleState):
-            return CreateTopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        log.info("topic %s (id %s) written to ZooKeeper: %d partition(s), replicas %s", name, topic_id,
-                 len(assignment), {p: list(r) for p, r in sorted(assignment.items())})
-        if wait:
-            await self._await(lambda: self._ready(name, len(assignment)))
+        existing.add(name)
+        topic = TopicState(name, uuid.uuid4(), {p: PartitionState(r[0], 0, tuple(r), tuple(r))
+                                                for p, r in assignment.items()}, validated)
         return CreateTopicResult(name, ErrorCode.NONE, topic=topic)
 
     def _ready(self, name: str, partitions: int) -> bool:
@@ -153,9 +216,9 @@ class ZkClusterAdmin(ClusterControl):
         return topic is not None and len(topic.partitions) >= partitions and all(
             p.leader >= 0 for p in topic.partitions.values())
 
-    async def _await(self, condition: Callable[[], bool]) -> bool:
+    async def _await(self, condition: Callable[[], bool], timeout_s: float = PROPAGATION_WAIT_S) -> bool:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + PROPAGATION_WAIT_S
+        deadline = loop.time() + timeout_s
         while not condition():
             if loop.time() >= deadline:
                 return False

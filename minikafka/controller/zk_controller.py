@@ -300,8 +300,10 @@ class ZkController:
         if assignment is None:
             return
         self.state.topics[name] = assignment
-        for index in assignment.partitions:
-            found = await self.zk.partition_state(name, index)
+        # Asked all at once (kazoo pipelines them): one round trip for the topic, not one a partition.
+        indexes = sorted(assignment.partitions)
+        states = await asyncio.gather(*(self.zk.partition_state(name, index) for index in indexes))
+        for index, found in zip(indexes, states, strict=True):
             if found is not None:
                 self.state.partitions[(name, index)] = PartitionRecord(*found)
 
@@ -679,8 +681,7 @@ class ZkController:
     async def _topics_changed(self) -> None:
         names = set(await self.zk.topic_names(watch=self._watch(self._topics_changed)))
         state = self.state
-        for name in sorted(names - set(state.topics)):
-            await self._load_topic(name)
+        await asyncio.gather(*(self._load_topic(name) for name in sorted(names - set(state.topics))))
         for name in set(state.topics) - names:
             self._forget_topic(name)
         await self._create_missing_partitions()
@@ -695,7 +696,7 @@ class ZkController:
 
     async def _create_missing_partitions(self) -> None:
         state = self.state
-        created: dict[TopicPartition, PartitionRecord] = {}
+        new_states: dict[TopicPartition, LeaderIsr] = {}
         for name, assignment in sorted(state.topics.items()):
             if name in state.deleting:
                 continue
@@ -707,9 +708,15 @@ class ZkController:
                 if chosen is None:
                     log.error("%s-%d cannot start: none of its replicas %s is alive", name, index, list(replicas))
                     continue
-                leader_isr = LeaderIsr(chosen.leader, 0, chosen.isr, state.epoch)
-                version = await self.zk.create_partition_state(name, index, leader_isr, state.epoch_zk_version)
-                created[tp] = state.partitions[tp] = PartitionRecord(leader_isr, version)
+                new_states[tp] = LeaderIsr(chosen.leader, 0, chosen.isr, state.epoch)
+        if not new_states:
+            return
+        # All the new partitions' states in a few ZooKeeper transactions, then one LeaderAndIsr
+        # and one UpdateMetadata per broker for them all, as Kafka's controller batches them.
+        versions = await self.zk.create_partition_states(new_states, state.epoch_zk_version)
+        created: dict[TopicPartition, PartitionRecord] = {}
+        for tp, leader_isr in new_states.items():
+            created[tp] = state.partitions[tp] = PartitionRecord(leader_isr, versions[tp])
         if created:
             topics = sorted({t for t, _ in created})
             log.info("created %d partition(s) of %s", len(created), ", ".join(topics))

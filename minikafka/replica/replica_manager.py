@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -384,6 +385,10 @@ class ReplicaManager:
         self.replication_throttles = ReplicationThrottles(broker_id)
 
     # --- leadership ---------------------------------------------------------------------------
+    def creating_many(self) -> AbstractAsyncContextManager[None]:
+        """Replicas created inside are fsynced together when it closes (LogManager.creating_many)."""
+        return self.log_manager.creating_many()
+
     def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
                       config: LogConfig, *, is_new_replica: bool = True, isr: tuple[int, ...] = (),
                       replicas: tuple[int, ...] = (), partition_epoch: int = 0) -> Partition | None:

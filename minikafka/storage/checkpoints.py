@@ -56,8 +56,9 @@ def fsync_dir_path(path: str) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str, data: bytes, io: DirGuard) -> None:
-    """Replace ``path`` so that a crash leaves either the old or the new content, never a mix."""
+def write_atomically(path: str, data: bytes, io: DirGuard, sync: bool = True) -> None:
+    """Replace ``path`` so that a crash leaves either the old or the new content, never a mix.
+    Without ``sync`` neither the file nor its dir is fsynced: the caller fsyncs both later."""
     tmp = path + ".tmp"
     with io:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -65,11 +66,22 @@ def write_atomically(path: str, data: bytes, io: DirGuard) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".", io)
+    if sync:
+        fsync_dir(os.path.dirname(path) or ".", io)
+
+
+def fsync_path(path: str) -> None:
+    """fsync a file or a directory by its path; no guard, for threads that report their own errors."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_text(path: str, io: DirGuard) -> str | None:
@@ -127,8 +139,8 @@ def read_epoch_checkpoint(path: str, io: DirGuard) -> list[tuple[int, int]]:
         raise CorruptCheckpointError(f"{path}: malformed entry") from exc
 
 
-def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]], io: DirGuard) -> None:
-    write_atomically(path, _format_entries([f"{epoch} {offset}" for epoch, offset in entries]), io)
+def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]], io: DirGuard, sync: bool = True) -> None:
+    write_atomically(path, _format_entries([f"{epoch} {offset}" for epoch, offset in entries]), io, sync)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -166,5 +178,5 @@ def read_partition_metadata(path: str, io: DirGuard) -> uuid.UUID | None:
         raise CorruptCheckpointError(f"{path}: malformed topic id") from exc
 
 
-def write_partition_metadata(path: str, topic_id: uuid.UUID, io: DirGuard) -> None:
-    write_atomically(path, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n".encode(), io)
+def write_partition_metadata(path: str, topic_id: uuid.UUID, io: DirGuard, sync: bool = True) -> None:
+    write_atomically(path, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n".encode(), io, sync)

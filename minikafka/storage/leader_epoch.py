@@ -20,12 +20,14 @@ class LeaderEpochCache:
     """Owns the (epoch, start offset) list of one partition and its checkpoint file.
 
     Entries are increasing in both epoch and start offset.  Only its Log touches it; every
-    change is written through to the file before the call returns.
+    change is written through to the file (and fsynced, unless ``synced`` is off: its Log was
+    created among many, whose creator fsyncs them all at once) before the call returns.
     """
 
     def __init__(self, dir_path: str, guard: DirGuard) -> None:
         self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
         self.guard = guard
+        self.synced = True
         try:
             self.entries: list[tuple[int, int]] = read_epoch_checkpoint(self.path, guard)
         except CorruptCheckpointError:
@@ -36,7 +38,7 @@ class LeaderEpochCache:
         self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
 
     def _persist(self) -> None:
-        write_epoch_checkpoint(self.path, self.entries, self.guard)
+        write_epoch_checkpoint(self.path, self.entries, self.guard, self.synced)
 
     @property
     def latest_epoch(self) -> int | None:

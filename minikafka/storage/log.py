@@ -228,17 +228,30 @@ class Log:
     @classmethod
     def create(
         cls, log_dir: str, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig,
-        guard: DirGuard, background: BackgroundIo = INLINE_IO,
+        guard: DirGuard, background: BackgroundIo = INLINE_IO, sync: bool = True,
     ) -> Log:
-        """Make ``<log_dir>/<topic>-<partition>`` with partition.metadata and an empty segment."""
+        """Make ``<log_dir>/<topic>-<partition>`` with partition.metadata and an empty segment.
+        Without ``sync`` neither they nor its leader epochs are fsynced until the caller takes
+        ``unsynced_paths()`` to fsync them."""
         name = partition_dir_name(topic, partition)
         dir_path = os.path.join(log_dir, name)
         guard = guard.for_partition(name)
         with guard:
             os.makedirs(dir_path, exist_ok=True)
-        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard)
-        fsync_dir(log_dir, guard)
-        return cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
+        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync)
+        if sync:
+            fsync_dir(log_dir, guard)
+        log = cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
+        log.leader_epochs.synced = sync
+        return log
+
+    def unsynced_paths(self) -> tuple[str, ...]:
+        """What ``create(sync=False)`` wrote without an fsync, for the caller to fsync: its
+        partition.metadata and leader epochs, its dir's entries and its dir's entry in the log
+        dir. From now on the log fsyncs its own writes again."""
+        self.leader_epochs.synced = True
+        return (os.path.join(self.dir_path, PARTITION_METADATA), self.leader_epochs.path, self.dir_path,
+                self.log_dir)
 
     @classmethod
     def load(

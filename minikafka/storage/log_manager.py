@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import fcntl
 import json
@@ -11,6 +13,8 @@ import shutil
 import stat
 import time
 import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from minikafka.storage.background_io import INLINE_IO, BackgroundIo
@@ -24,6 +28,7 @@ from minikafka.storage.checkpoints import (
     CorruptCheckpointError,
     format_properties,
     fsync_dir,
+    fsync_path,
     parse_properties,
     read_offset_checkpoint,
     read_text,
@@ -67,6 +72,8 @@ TopicPartition = tuple[str, int]
 
 # Startup writes this much into every log dir (then removes it): a dir that cannot take it has
 # no room for the checkpoints and metadata the broker must write, let alone for records.
+# Threads fsyncing the logs ``creating_many`` made: enough for their fsyncs to share journal commits.
+CREATION_SYNC_THREADS = 16
 ROOM_PROBE_FILE = ".minikafka-room-probe"
 ROOM_PROBE_BYTES = 64 * 1024
 
@@ -216,6 +223,9 @@ class LogManager:
         # Blocking work off the event loop: rolled segments' fsyncs (each Log's) and removals.
         self.background = background
         self.logs: dict[TopicPartition, Log] = {}
+        # Logs created while ``creating_many`` is open, not fsynced yet (see there).
+        self._creating_many = 0
+        self._unsynced: list[Log] = []
         self.directory_ids: dict[str, uuid.UUID] = {}
         self._guards = {d: DirGuard(d, failure_channel) for d in self.log_dirs}
         self._lock_fds: dict[str, int] = {}
@@ -533,10 +543,47 @@ class LogManager:
             raise ValueError(f"{target} is not one of the log dirs {self.log_dirs}")
         if target not in self.live_dirs:
             raise KafkaStorageError(target, partition_dir_name(topic, partition), None)
+        deferred = self._creating_many > 0
         log = Log.create(target, topic, partition, topic_id, config or self.default_config, self._guards[target],
-                         self.background)
+                         self.background, sync=not deferred)
+        if deferred:
+            self._unsynced.append(log)
         self.logs[key] = log
         return log
+
+    @contextlib.asynccontextmanager
+    async def creating_many(self) -> AsyncIterator[None]:
+        """Logs created inside are made without fsyncs, which are all made together when it
+        closes, from threads of their own, before the caller goes on. Each fsync waits for a
+        journal commit of the disk: three per new log one after the other on the event loop
+        made a LeaderAndIsr of a hundred new replicas take seconds, and fsyncs made at once
+        share their commits. Event-loop thread only; it may be entered again while open."""
+        self._creating_many += 1
+        try:
+            yield
+        finally:
+            self._creating_many -= 1
+            if not self._creating_many:
+                await self._sync_created()
+
+    async def _sync_created(self) -> None:
+        logs, self._unsynced = self._unsynced, []
+        guards = {path: log.guard if path != log.log_dir else self._guards[log.log_dir]
+                  for log in logs if not log.closed for path in log.unsynced_paths()}
+        if not guards:
+            return
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(min(CREATION_SYNC_THREADS, len(guards)), thread_name_prefix="log-create-sync") as pool:
+            outcomes = await asyncio.gather(*(loop.run_in_executor(pool, fsync_path, path) for path in guards),
+                                            return_exceptions=True)
+        for (path, guard), outcome in zip(guards.items(), outcomes, strict=True):
+            if isinstance(outcome, FileNotFoundError):
+                continue  # no epoch written (a follower's), or the new log deleted or moved meanwhile
+            if isinstance(outcome, OSError):
+                logger.error("fsync of %s, just created, failed: %s", path, outcome)
+                guard.channel.report(guard.log_dir, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
 
     def _take_preferred_dir(self, key: TopicPartition) -> str | None:
         preferred = self.preferred_log_dirs.pop(key, None)

@@ -40,6 +40,8 @@ from kazoo.protocol.states import ZnodeStat
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+# Well within ZooKeeper's default request limit (jute.maxbuffer, 1 MiB): three small znodes each.
+PARTITIONS_PER_TRANSACTION = 500
 PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/brokers",
                     "/config/changes", "/admin/delete_topics", "/isr_change_notification",
                     "/log_dir_event_notification", "/cluster")
@@ -512,6 +514,16 @@ class KafkaZk:
         await self._commit(lambda t: (t.create(f"/config/topics/{topic}", config),
                                       t.create(topic_path(topic), assignment.encode())))
 
+    async def create_topics(self, topics: Mapping[str, tuple[TopicAssignment, Mapping[str, str]]]) -> None:
+        """Several topics' configs and assignments in one transaction: one ZooKeeper commit for
+        them all, and the controller's watch sees them together. StaleState (nothing written)
+        when one of them exists already."""
+        def ops(t: Any) -> None:
+            for topic, (assignment, configs) in topics.items():
+                t.create(f"/config/topics/{topic}", _json({"version": 1, "config": dict(configs)}))
+                t.create(topic_path(topic), assignment.encode())
+        await self._commit(ops)
+
     async def set_topic_assignment(self, topic: str, assignment: TopicAssignment, version: int) -> None:
         await self.set(topic_path(topic), assignment.encode(), version)
 
@@ -561,6 +573,41 @@ class KafkaZk:
             if found is None:
                 raise
             return await self.update_partition_state(topic, partition, state, found[1], controller_epoch_version)
+
+    async def create_partition_states(self, states: Mapping[tuple[str, int], LeaderIsr],
+                                      controller_epoch_version: int) -> dict[tuple[str, int], int]:
+        """Create many partitions' state znodes (and their parents), only while the controller
+        epoch is still ours: in transactions of up to PARTITIONS_PER_TRANSACTION partitions, each
+        one ZooKeeper commit where one a znode took three. Their versions. A transaction that
+        finds a znode there already (a controller before this one got part way) is done one
+        partition at a time, as ``create_partition_state`` does."""
+        wanted = sorted(states)
+        # Which parents exist, asked all at once: reads are not committed, and kazoo pipelines them.
+        topics = sorted({topic for topic, _ in wanted})
+        parents = [f"/brokers/topics/{topic}/partitions" for topic in topics]
+        parents += [f"/brokers/topics/{topic}/partitions/{index}" for topic, index in wanted]
+        found = await asyncio.gather(*(self.exists(path) for path in parents))
+        missing = {path for path, stat in zip(parents, found, strict=True) if stat is None}
+        versions: dict[tuple[str, int], int] = {}
+        for start in range(0, len(wanted), PARTITIONS_PER_TRANSACTION):
+            chunk = wanted[start:start + PARTITIONS_PER_TRANSACTION]
+
+            def ops(t: Any, chunk: list[tuple[str, int]] = chunk) -> None:
+                t.check("/controller_epoch", controller_epoch_version)
+                for topic, index in chunk:
+                    for parent in (f"/brokers/topics/{topic}/partitions", f"/brokers/topics/{topic}/partitions/{index}"):
+                        if parent in missing:
+                            missing.discard(parent)
+                            t.create(parent)
+                    t.create(state_path(topic, index), states[(topic, index)].encode())
+            try:
+                await self._commit(ops)
+                versions.update(dict.fromkeys(chunk, 0))
+            except StaleState:
+                for topic, index in chunk:
+                    versions[(topic, index)] = await self.create_partition_state(
+                        topic, index, states[(topic, index)], controller_epoch_version)
+        return versions
 
     async def update_partition_state(self, topic: str, partition: int, state: LeaderIsr, version: int,
                                      controller_epoch_version: int,

@@ -145,3 +145,29 @@ def test_partitions_added_through_any_broker_get_replicated_leaders(cluster: Clu
     for partition in range(4):
         producer.produce(TOPIC, b"to %d" % partition, partition=partition)
     assert producer.flush(30) == 0
+
+
+def test_the_topics_of_one_create_topics_request_are_created_together(cluster: Cluster) -> None:
+    """The controller creates the partitions of every topic of one request in one go (one
+    LeaderAndIsr per broker for them all), and the answer comes once they all have leaders; a
+    topic that collides with one before it in the same request is refused."""
+    admin = _admin(cluster)
+    try:
+        result = admin.create_topics({"batch.one": {"num_partitions": 4, "replication_factor": 3},
+                                      "batch-two": {"num_partitions": 3, "replication_factor": 3},
+                                      "batch_one": {"num_partitions": 1, "replication_factor": 3},
+                                      "batch-three": {"num_partitions": 2, "replication_factor": 3}},
+                                     timeout_ms=30_000, raise_errors=False)
+    finally:
+        admin.close()
+    errors = {t["name"]: t["error_code"] for t in result["topics"]}
+    assert errors == {"batch.one": 0, "batch-two": 0, "batch_one": 17, "batch-three": 0}  # 17: INVALID_TOPIC
+    controller = cluster.brokers[cluster.controller_id()]
+    # kafka-python asks the controller, whose metadata had every leader before it answered.
+    for topic, count in (("batch.one", 4), ("batch-two", 3), ("batch-three", 2)):
+        partitions = cluster.partitions(topic, via=controller)
+        assert len(partitions) == count and all(p.leader_id >= 0 for p in partitions.values())
+    created = [line for line in controller.stderr_text().splitlines() if "created 9 partition(s) of" in line]
+    assert len(created) == 1 and created[0].endswith("of batch-three, batch-two, batch.one"), created
+    for topic, count in (("batch.one", 4), ("batch-two", 3), ("batch-three", 2)):
+        cluster.wait_for_leaders(topic, count, isr_size=3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from minikafka.controller.api import CreateTopicResult, NewTopic
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
@@ -17,21 +18,24 @@ API_KEY = 19
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body
     counts = Counter(t.name for t in body.topics)
-    results = []
+    # Refused here, or passed on to the controller all together (the slot keeps the request's order).
+    slots: list[dict[str, Any] | NewTopic] = []
     for creatable in body.topics:
         if counts[creatable.name] > 1:
-            results.append({"name": creatable.name, "error_code": ErrorCode.INVALID_REQUEST,
-                            "error_message": "Create topics request from client contains a duplicate topic name"})
-            continue
-        if not may_create_topic(ctx, creatable.name):
-            results.append({"name": creatable.name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                            "error_message": "Authorization failed."})
-            continue
-        results.append(await _create(creatable, body.validate_only, ctx))
+            slots.append({"name": creatable.name, "error_code": ErrorCode.INVALID_REQUEST,
+                          "error_message": "Create topics request from client contains a duplicate topic name"})
+        elif not may_create_topic(ctx, creatable.name):
+            slots.append({"name": creatable.name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          "error_message": "Authorization failed."})
+        else:
+            slots.append(_new_topic(creatable))
+    wanted = [slot for slot in slots if isinstance(slot, NewTopic)]
+    created = iter(await ctx.controller.create_topics(wanted, body.validate_only, body.timeout_ms) if wanted else [])
+    results = [slot if isinstance(slot, dict) else _response(next(created), ctx) for slot in slots]
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def _create(creatable: Any, validate_only: bool, ctx: BrokerContext) -> dict[str, Any]:
+def _new_topic(creatable: Any) -> dict[str, Any] | NewTopic:
     num_partitions, replication_factor = creatable.num_partitions, creatable.replication_factor
     assignment: dict[int, list[int]] | None = None
     if creatable.assignments:
@@ -44,9 +48,11 @@ async def _create(creatable: Any, validate_only: bool, ctx: BrokerContext) -> di
             return {"name": creatable.name, "error_code": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     "error_message": "Partitions should be a consecutive 0-based integer sequence"}
     configs = {c.name: c.value for c in creatable.configs}
-    result = await ctx.controller.create_topic(creatable.name, num_partitions, replication_factor, configs,
-                                               validate_only, assignment)
-    response: dict[str, Any] = {"name": creatable.name, "error_code": result.error, "error_message": result.message}
+    return NewTopic(creatable.name, num_partitions, replication_factor, configs, assignment)
+
+
+def _response(result: CreateTopicResult, ctx: BrokerContext) -> dict[str, Any]:
+    response: dict[str, Any] = {"name": result.name, "error_code": result.error, "error_message": result.message}
     topic = result.topic
     if topic is not None:
         response.update(
