@@ -9,6 +9,7 @@ from .framing import FrameDecoder, FrameError, FrameTooLarge, MalformedFrame, Pr
 from .messages import (
     API_VERSIONS_KEY,
     SUPPORTED_APIS,
+    ApiKey,
     ApiSpec,
     DecodeError,
     EncodeError,
@@ -36,6 +37,7 @@ from .messages import (
 __all__ = [
     "API_VERSIONS_KEY",
     "SUPPORTED_APIS",
+    "ApiKey",
     "ApiSpec",
     "DecodeError",
     "EncodeError",

@@ -15,10 +15,11 @@ import functools
 import io
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from construct import Compiled
 
+from .api_keys import ApiKey
 from .apis import all_apis
 from .errors import ErrorCode
 from .framing import ProtocolError
@@ -40,6 +41,7 @@ from .schema import ApiDefinition, message_struct
 __all__ = [
     "API_VERSIONS_KEY",
     "SUPPORTED_APIS",
+    "ApiKey",
     "ApiSpec",
     "DecodeError",
     "EncodeError",
@@ -64,7 +66,8 @@ __all__ = [
     "parse_response",
 ]
 
-API_VERSIONS_KEY = 18
+# Compared on every response: a global is cheaper to read than an enum member.
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 _SIZE = struct.Struct(">i")
 _MAX_FRAME = 0x7FFFFFFF
 # Errors the compiled parsers can raise on bytes that are not a valid message:
@@ -112,12 +115,19 @@ class RequestHeader:
     tagged_fields: dict[int, bytes] = dataclasses.field(default_factory=dict)
 
 
+BodyT = TypeVar("BodyT", bound=Message)
+
+
 @dataclasses.dataclass
-class Request:
-    """One parsed request: its header and its body (a `Message`)."""
+class Request(Generic[BodyT]):
+    """One parsed request: its header and its body, a `Message`.
+
+    A handler names the body's shape as `Request[HeartbeatRequestView]` (protocol.typed); the
+    body is still the plain Message the decoder made.
+    """
 
     header: RequestHeader
-    body: Message
+    body: BodyT
 
     @property
     def api_key(self) -> int:
@@ -280,7 +290,7 @@ def _encode_error(api_key: int, version: int, request: bool, exc: Exception) -> 
 # --------------------------------------------------------------------------------------
 
 
-def parse_request(payload: bytes) -> Request:
+def parse_request(payload: bytes) -> Request[Message]:
     """Parse one request frame payload (without its size prefix)."""
     stream = io.BytesIO(payload)
     try:
