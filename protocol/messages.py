@@ -115,7 +115,7 @@ class RequestHeader:
     tagged_fields: dict[int, bytes] = dataclasses.field(default_factory=dict)
 
 
-BodyT = TypeVar("BodyT", bound=Message)
+BodyT = TypeVar("BodyT", bound=Mapping[str, Any])
 
 
 @dataclasses.dataclass

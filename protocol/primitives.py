@@ -76,6 +76,18 @@ class Message(dict):
         return f"Message({dict.__repr__(self)})"
 
 
+class MessageView(dict[str, Any]):
+    """The static shape of a decoded `Message`, for mypy: protocol.typed's `...View` classes
+    derive from it and declare their fields as attributes.
+
+    Never instantiated: decoding makes plain Messages. It is not a Message to mypy so that it
+    lacks Message's catch-all `__getattr__`: an attribute its view does not declare (a misspelt
+    field) is then an error instead of Any.
+    """
+
+    __slots__ = ()
+
+
 class RegionWriter(_io.BytesIO):
     """A build stream that lets `records` fields stand for file regions.
 

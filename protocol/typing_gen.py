@@ -16,9 +16,10 @@ For each API the module holds, over the union of every supported version:
   `Message`, read by attribute (`request.body.topic_data[0].partition_data`). Decoding
   fills every field of every version, so no attribute of a view is optional. Views are
   never instantiated: decoding makes plain Messages, and the views name their shape for
-  mypy only (`Request[ProduceRequestView]`). A field named like a dict method (`items`,
-  `keys`...) is left out of the view: `body.items` is the method, so only `body["items"]`
-  reaches it.
+  mypy only (`Request[ProduceRequestView]`). They derive from `MessageView`, not Message,
+  so that an undeclared (misspelt) attribute is an error rather than Message's catch-all
+  Any. A field named like a dict method (`items`, `keys`...) is left out of the view:
+  `body.items` is the method, so only `body["items"]` reaches it.
 
 Why TypedDicts and not slotted dataclasses: a TypedDict is a plain dict at run time, so the
 compiled encoders keep taking mappings and the Produce/Fetch hot paths pay nothing, and a
@@ -235,8 +236,8 @@ def _typed_dict(module: _Module, struct: _Struct) -> list[str]:
 
 
 def _view(module: _Module, struct: _Struct) -> list[str]:
-    lines = [f"class {struct.name}View(Message):", "    __slots__ = ()"]
-    module.uses.add("Message")
+    lines = [f"class {struct.name}View(MessageView):", "    __slots__ = ()"]
+    module.uses.add("MessageView")
     for field in struct.fields:
         if field.name in _DICT_ATTRIBUTES:
             lines.append(f"    # {field.name}: only by subscript, body[{field.name!r}]")
@@ -259,12 +260,12 @@ def _api_module(api: ApiDefinition) -> str:
     imports.append(f"from typing import {', '.join(sorted(module.typing_names))}")
     if "UUID" in module.uses:
         imports.append("from uuid import UUID")
-    protocol_names = sorted(module.uses & {"FileRegion", "Message"})
+    protocol_names = sorted(module.uses & {"FileRegion", "MessageView"})
     imports += ["", f"from ..primitives import {', '.join(protocol_names)}"]
     doc = (
         f'"""{api.name} (key {api.key}, versions {api.min_version}-{api.max_version}): '
         "the typed bodies, to build (TypedDicts)\n"
-        "and as decoded (views of `Message`; never instantiated).\n\n"
+        "and as decoded (views of a `Message`, never instantiated).\n\n"
         f"{_HEADER} from protocol/apis; do not edit.\n"
         '"""'
     )
