@@ -25,6 +25,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from protocol import encode_request, parse_response
+from protocol.errors import ErrorCode
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.clients import confluent_consume, confluent_produce, create_topic, kafka_python_consume
 
@@ -457,3 +459,21 @@ def test_unsupported_api_versions_gets_error_35_with_v0_body(fuzz_broker: Broker
         assert listed.get(18, (0, -1))[1] == top, listed
         # The connection stays usable: the client now retries at a version both support.
         assert wire.api_versions(version=min(top, 3)).error_code == 0
+
+
+def test_describe_cluster_of_the_controllers_endpoint_is_refused(fuzz_broker: BrokerProcess) -> None:
+    """Only the brokers endpoint type (1) is served; a controller-endpoint request (2, KRaft's) is refused
+    with UNSUPPORTED_ENDPOINT_TYPE, its type echoed and no brokers."""
+    with fuzz_broker.wire() as wire:
+        wire.send_raw(encode_request(60, 1, 5, "bad-input", {"include_cluster_authorized_operations": False,
+                                                             "endpoint_type": 2}))
+        correlation_id, refused = parse_response(60, 1, wire.recv_frame())
+        wire.send_raw(encode_request(60, 1, 6, "bad-input", {"include_cluster_authorized_operations": False,
+                                                             "endpoint_type": 1}))
+        _, served = parse_response(60, 1, wire.recv_frame())
+    assert correlation_id == 5
+    assert (refused.error_code, refused.endpoint_type, refused.brokers, refused.throttle_time_ms) == (
+        ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, 2, [], 0)
+    assert refused.error_message == "only the brokers endpoint type is served"
+    assert refused.cluster_id == served.cluster_id and served.error_code == ErrorCode.NONE
+    assert [b.port for b in served.brokers] == [fuzz_broker.address[1]]

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.server.context import BrokerContext
-from protocol import SUPPORTED_APIS, Request
+from protocol import SUPPORTED_APIS, ApiKey, Request
 from protocol.errors import ErrorCode
+from protocol.typed.api_versions import ApiVersionsRequestView, ApiVersionsResponse
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[ApiVersionsRequestView], ctx: BrokerContext) -> ApiVersionsResponse:
     return {
         "error_code": ErrorCode.NONE,
         "api_keys": [

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
+from protocol.typed.delete_groups import DeleteGroupsRequestView, DeleteGroupsResponse
 
-API_KEY = 42
+API_KEY = ApiKey.DELETE_GROUPS
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[DeleteGroupsRequestView], ctx: BrokerContext) -> DeleteGroupsResponse:
     wanted = list(dict.fromkeys(request.body.groups_names))
     allowed = [group_id for group_id in wanted if may_on_group(ctx, AclOperation.DELETE, group_id)]
     results = ctx.groups.delete_groups(allowed)

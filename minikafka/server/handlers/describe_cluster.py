@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import authorized_operations
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
+from protocol.typed.describe_cluster import DescribeClusterRequestView, DescribeClusterResponse
 
-API_KEY = 60
+API_KEY = ApiKey.DESCRIBE_CLUSTER
 BROKERS_ENDPOINT = 1
 NOT_REQUESTED = -(2**31)
 CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
@@ -18,11 +17,11 @@ CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOpera
                       AclOperation.DESCRIBE)
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[DescribeClusterRequestView], ctx: BrokerContext) -> DescribeClusterResponse:
     if request.api_version >= 1 and request.body.endpoint_type != BROKERS_ENDPOINT:
-        return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                 "error_message": "only the brokers endpoint type is served", "cluster_id": ctx.controller.cluster_id,
-                "endpoint_type": request.body.endpoint_type}
+                "endpoint_type": request.body.endpoint_type, "brokers": []}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

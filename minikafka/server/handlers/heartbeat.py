@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
+from protocol.typed.heartbeat import HeartbeatRequestView, HeartbeatResponse
 
-API_KEY = 12
+API_KEY = ApiKey.HEARTBEAT
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[HeartbeatRequestView], ctx: BrokerContext) -> HeartbeatResponse:
     body = request.body
     if not may_on_group(ctx, AclOperation.READ, body.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
