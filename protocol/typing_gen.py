@@ -11,7 +11,8 @@ For each API the module holds, over the union of every supported version:
   type a handler returns and a client builds. A field is required when every version has
   it, untagged, and its declaration gives no default; otherwise it is NotRequired and the
   encoder writes its default (the trailing comment says which versions have it and what
-  the default is). Arrays are `Sequence`s, since the encoder takes any sized iterable.
+  the default is). A tagged field also takes None, which the encoder leaves out. Arrays
+  are `Sequence`s, since the encoder takes any sized iterable.
 - a `...View` class per body and struct (`ProduceRequestView`...): the shape of the decoded
   `Message`, read by attribute (`request.body.topic_data[0].partition_data`). Decoding
   fills every field of every version, so no attribute of a view is optional. Views are
@@ -236,6 +237,8 @@ def _typed_dict(module: _Module, struct: _Struct) -> list[str]:
     module.typing_names.add("TypedDict")
     for field in struct.fields:
         annotation = _annotation(module, field, view=False)
+        if field.tag is not None and not _may_be_none(field):
+            annotation += " | None"  # the encoder leaves a tagged field given as None out
         if not _required(struct, field):
             annotation = f"NotRequired[{annotation}]"
             module.typing_names.add("NotRequired")

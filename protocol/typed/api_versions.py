@@ -37,10 +37,10 @@ class ApiVersionsResponse(TypedDict):
     error_code: int
     api_keys: Sequence[ApiVersion]
     throttle_time_ms: NotRequired[int]  # versions 1+
-    supported_features: NotRequired[Sequence[SupportedFeatureKey]]  # versions 3+, tag 0
-    finalized_features_epoch: NotRequired[int]  # versions 3+, tag 1, default -1
-    finalized_features: NotRequired[Sequence[FinalizedFeatureKey]]  # versions 3+, tag 2
-    zk_migration_ready: NotRequired[bool]  # versions 3+, tag 3, default False
+    supported_features: NotRequired[Sequence[SupportedFeatureKey] | None]  # versions 3+, tag 0
+    finalized_features_epoch: NotRequired[int | None]  # versions 3+, tag 1, default -1
+    finalized_features: NotRequired[Sequence[FinalizedFeatureKey] | None]  # versions 3+, tag 2
+    zk_migration_ready: NotRequired[bool | None]  # versions 3+, tag 3, default False
 
 
 class ApiVersionsRequestView(MessageView):

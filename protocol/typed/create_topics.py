@@ -48,7 +48,7 @@ class CreatableTopicResult(TypedDict):
     topic_id: NotRequired[UUID]  # versions 7+
     error_code: int
     error_message: str | None
-    topic_config_error_code: NotRequired[int]  # versions 5+, tag 0
+    topic_config_error_code: NotRequired[int | None]  # versions 5+, tag 0
     num_partitions: NotRequired[int]  # versions 5+, default -1
     replication_factor: NotRequired[int]  # versions 5+, default -1
     configs: NotRequired[Sequence[CreatableTopicConfigs] | None]  # versions 5+

@@ -23,8 +23,8 @@ class FetchPartition(TypedDict):
     last_fetched_epoch: NotRequired[int]  # versions 12+, default -1
     log_start_offset: NotRequired[int]  # versions 5+, default -1
     partition_max_bytes: int
-    replica_directory_id: NotRequired[UUID]  # versions 17+, tag 0
-    high_watermark: NotRequired[int]  # versions 18+, tag 1, default 9223372036854775807
+    replica_directory_id: NotRequired[UUID | None]  # versions 17+, tag 0
+    high_watermark: NotRequired[int | None]  # versions 18+, tag 1, default 9223372036854775807
 
 
 class FetchTopic(TypedDict):
@@ -42,7 +42,7 @@ class ForgottenTopic(TypedDict):
 class FetchRequest(TypedDict):
     cluster_id: NotRequired[str | None]  # versions 12+, tag 0, default None
     replica_id: NotRequired[int]  # versions 0-14, default -1
-    replica_state: NotRequired[ReplicaState]  # versions 15+, tag 1
+    replica_state: NotRequired[ReplicaState | None]  # versions 15+, tag 1
     max_wait_ms: int
     min_bytes: int
     max_bytes: NotRequired[int]  # default 2147483647
@@ -80,9 +80,9 @@ class PartitionData(TypedDict):
     high_watermark: int
     last_stable_offset: NotRequired[int]  # default -1
     log_start_offset: NotRequired[int]  # versions 5+, default -1
-    diverging_epoch: NotRequired[EpochEndOffset]  # versions 12+, tag 0
-    current_leader: NotRequired[LeaderIdAndEpoch]  # versions 12+, tag 1
-    snapshot_id: NotRequired[SnapshotId]  # versions 12+, tag 2
+    diverging_epoch: NotRequired[EpochEndOffset | None]  # versions 12+, tag 0
+    current_leader: NotRequired[LeaderIdAndEpoch | None]  # versions 12+, tag 1
+    snapshot_id: NotRequired[SnapshotId | None]  # versions 12+, tag 2
     aborted_transactions: Sequence[AbortedTransaction] | None
     preferred_read_replica: NotRequired[int]  # versions 11+, default -1
     records: bytes | bytearray | memoryview | FileRegion | None
@@ -106,7 +106,7 @@ class FetchResponse(TypedDict):
     error_code: NotRequired[int]  # versions 7+
     session_id: NotRequired[int]  # versions 7+, default 0
     responses: Sequence[FetchableTopicResponse]
-    node_endpoints: NotRequired[Sequence[NodeEndpoint]]  # versions 16+, tag 0
+    node_endpoints: NotRequired[Sequence[NodeEndpoint] | None]  # versions 16+, tag 0
 
 
 class ReplicaStateView(MessageView):

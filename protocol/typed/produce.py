@@ -47,7 +47,7 @@ class PartitionProduceResponse(TypedDict):
     log_start_offset: NotRequired[int]  # versions 5+, default -1
     record_errors: NotRequired[Sequence[BatchIndexAndErrorMessage]]  # versions 8+
     error_message: NotRequired[str | None]  # versions 8+, default None
-    current_leader: NotRequired[LeaderIdAndEpoch]  # versions 10+, tag 0
+    current_leader: NotRequired[LeaderIdAndEpoch | None]  # versions 10+, tag 0
 
 
 class TopicProduceResponse(TypedDict):
@@ -66,7 +66,7 @@ class NodeEndpoint(TypedDict):
 class ProduceResponse(TypedDict):
     responses: Sequence[TopicProduceResponse]
     throttle_time_ms: NotRequired[int]  # default 0
-    node_endpoints: NotRequired[Sequence[NodeEndpoint]]  # versions 10+, tag 0
+    node_endpoints: NotRequired[Sequence[NodeEndpoint] | None]  # versions 10+, tag 0
 
 
 class PartitionProduceDataView(MessageView):

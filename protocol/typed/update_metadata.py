@@ -47,7 +47,7 @@ class UpdateMetadataBroker(TypedDict):
 class UpdateMetadataRequest(TypedDict):
     controller_id: int
     is_kraft_controller: NotRequired[bool]  # versions 8+, default False
-    type: NotRequired[int]  # versions 8+, tag 0, default 0
+    type: NotRequired[int | None]  # versions 8+, tag 0, default 0
     controller_epoch: int
     broker_epoch: NotRequired[int]  # versions 5+, default -1
     ungrouped_partition_states: NotRequired[Sequence[UpdateMetadataPartitionState]]  # versions 0-4
