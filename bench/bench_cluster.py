@@ -19,6 +19,8 @@
    against a plain copy of the same segment files over loopback TCP.
 7. Topic creation: one CreateTopics request of 7 topics (115 partitions, RF 3), to its answer and
    to every partition having a leader in every broker's Metadata.
+8. Rolling restart: SIGTERM each broker in turn, each back in every ISR before the next, under an
+   idempotent acks=all confluent-kafka producer; the slowest acknowledgement and the p99.
 
 Each replication figure and the plain copy it is set against start alike: with the data to copy
 in the page cache and nothing dirty left to write back (os.sync() first). Writing into the page
@@ -178,6 +180,105 @@ def failover(cluster: Cluster, repeat: int) -> list[str]:
         f"kill -9 of the leader to the first acknowledged acks=all produce on its successor: **{mid:.2f} s** "
         f"(runs: {', '.join(f'{d:.2f}' for d in durations)}); zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, so "
         f"**{mid - SESSION_TIMEOUT_MS / 1000:.2f} s** after the session expires (aim: under 1 s)\n",
+    ]
+
+
+@dataclass
+class RollingRestart:
+    """One rolling restart under an idempotent acks=all confluent-kafka producer: each
+    acknowledgement's latency (send to acknowledgement, retries included) and the failures."""
+
+    latencies: list[float] = field(default_factory=list)  # seconds
+    slow: list[tuple[float, float]] = field(default_factory=list)  # (sent at, seconds) over 0.3 s
+    failed: int = 0
+    events: list[tuple[float, str]] = field(default_factory=list)  # (at, what) of the restarts
+
+    @property
+    def slowest(self) -> float:
+        return max(self.latencies)
+
+    @property
+    def p99(self) -> float:
+        return statistics.quantiles(self.latencies, n=100)[98]
+
+
+def one_rolling_restart(cluster: Cluster, topic: str) -> RollingRestart:
+    """SIGTERM each broker in turn (the controller last), each back in every ISR before the next,
+    while a producer sends a keyed record every 2 ms to a 6-partition RF 3 topic."""
+    cluster.create_topic(topic, 6, 3, **{"min.insync.replicas": "2"})
+    run = RollingRestart()
+    stop = threading.Event()
+
+    def produce_until_stopped() -> None:
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                             "enable.idempotence": True, "linger.ms": 5,
+                                             "message.timeout.ms": 120000, "retry.backoff.ms": 100})
+
+        def delivered(error: object, _message: object, sent: float) -> None:
+            if error is not None:
+                run.failed += 1
+                return
+            took = time.monotonic() - sent
+            run.latencies.append(took)
+            if took > 0.3:
+                run.slow.append((sent, took))
+
+        seq = 0
+        while not stop.is_set():
+            sent = time.monotonic()
+            producer.produce(topic, key=b"k%d" % seq, value=b"v" * 100,
+                             on_delivery=lambda e, m, sent=sent: delivered(e, m, sent))
+            seq += 1
+            producer.poll(0.002)
+        producer.flush(120)
+
+    thread = threading.Thread(target=produce_until_stopped, name="rolling-restart-producer", daemon=True)
+    thread.start()
+    try:
+        time.sleep(2)  # acknowledged before any restart
+        controller = cluster.controller_id()
+        for broker_id in sorted(cluster.brokers, key=lambda b: b == controller):
+            run.events.append((time.monotonic(), f"SIGTERM broker {broker_id}"))
+            if cluster.brokers[broker_id].stop() != 0:
+                raise RuntimeError(f"broker {broker_id} did not stop cleanly")
+            run.events.append((time.monotonic(), f"broker {broker_id} exited"))
+            cluster.brokers[broker_id].start()
+            run.events.append((time.monotonic(), f"broker {broker_id} started"))
+            cluster.wait_for_leaders(topic, 6, isr_size=3, timeout=60)
+            run.events.append((time.monotonic(), f"broker {broker_id} back in every ISR"))
+        time.sleep(2)
+    finally:
+        stop.set()
+        thread.join(180)
+    delete_topic(cluster, topic)
+    return run
+
+
+def rolling_restart(cluster: Cluster, repeat: int, figures: Path | None) -> list[str]:
+    runs: list[RollingRestart] = []
+    for index in range(repeat):
+        runs.append(one_rolling_restart(cluster, f"rolling-restart-{index}"))
+        run = runs[-1]
+        print(f"rolling restart run {index}: slowest {run.slowest:.2f} s, p99 {run.p99:.3f} s, "
+              f"{len(run.latencies)} acknowledged, {run.failed} failed", file=sys.stderr, flush=True)
+        start = run.events[0][0] if run.events else 0.0
+        for at, what in run.events:
+            print(f"  {at - start:7.2f} s  {what}", file=sys.stderr)
+        for sent, took in run.slow[:: max(1, len(run.slow) // 20)]:
+            print(f"  {sent - start:7.2f} s  sent, acknowledged {took:.2f} s later", file=sys.stderr, flush=True)
+    slowest = statistics.median(r.slowest for r in runs)
+    p99 = statistics.median(r.p99 for r in runs)
+    failed = sum(r.failed for r in runs)
+    record_figure(figures, "rolling restart: slowest acks=all acknowledgement (s)", slowest, "under 0.5",
+                  slowest < 0.5 and failed == 0)
+    return [
+        f"### Rolling restart of the 3 brokers (SIGTERM, each back in every ISR before the next), median of {repeat}\n",
+        "An idempotent acks=all confluent-kafka producer sends a record every 2 ms to 6 partitions (RF 3, "
+        "min.insync.replicas=2) throughout; latency is send to acknowledgement, retries included.\n",
+        "| run | slowest (s) | p99 (s) | acknowledged | failed |", "|---|---:|---:|---:|---:|",
+        *(f"| {i} | {r.slowest:.2f} | {r.p99:.3f} | {len(r.latencies)} | {r.failed} |" for i, r in enumerate(runs)),
+        f"\nSlowest acknowledgement **{slowest:.2f} s**, p99 **{p99:.3f} s** (medians; aim: slowest under 0.5 s, "
+        f"none failed)\n",
     ]
 
 
@@ -551,7 +652,7 @@ def main() -> int:
     parser.add_argument("--figures", type=Path, help="add the headline figures to this file (bench/run.py's)")
     parser.add_argument("--reassign-mib", type=int, default=1024, help="MiB of the partition reassigned")
     parser.add_argument("--only", choices=["throughput", "failover", "catch-up", "dir-failover", "throttle",
-                                           "reassignment", "create-topics"],
+                                           "reassignment", "create-topics", "rolling-restart"],
                         help="run one measure only")
     args = parser.parse_args()
     if args.profile is not None:
@@ -576,6 +677,8 @@ def main() -> int:
                 report += throughput(cluster, args.records, args.repeat, args.figures)
             if args.only in (None, "failover"):
                 report += failover(cluster, args.repeat)
+            if args.only in (None, "rolling-restart"):
+                report += rolling_restart(cluster, args.repeat, args.figures)
             if args.only in (None, "catch-up"):
                 report += catch_up(cluster, args.mib, args.repeat, args.profile, args.figures)
             if args.only in (None, "dir-failover"):

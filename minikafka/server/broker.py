@@ -42,7 +42,7 @@ from minikafka.server.cluster_membership import ClusterMembership
 from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import ControllerCommands
-from minikafka.server.handlers import HANDLERS
+from minikafka.server.handlers import HANDLERS, produce
 from minikafka.server.log_dir_reports import LogDirReports
 from minikafka.server.metrics import export_catch_up
 from minikafka.storage.background_io import BackgroundIo
@@ -388,14 +388,17 @@ class Broker:
         except (TlsHandshakeFailed, OpenFailed) as exc:
             log.info("closing connection from %s on listener %s: %s", peer, listener, exc)
             return
-        connection = Connection(stream, peer, self._dispatcher_for(session, listener),
-                                self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
+        dispatch, admit = self._dispatcher_for(session, listener)
+        connection = Connection(stream, peer, dispatch, self.config["socket.request.max.bytes"],
+                                self.config["queued.max.requests"], admit)
         session.attach(connection)
         await connection.serve()
 
-    def _dispatcher_for(self, session: Session, listener: str) -> Any:
+    def _dispatcher_for(self, session: Session, listener: str) -> tuple[Any, Any]:
         """A dispatch function whose handlers see the connection's session and listener; requests
-        the session does not admit yet (before SASL authentication) close the connection."""
+        the session does not admit yet (before SASL authentication) close the connection. With it,
+        the admission of a request before it starts (an acks=all produce waits for room in the
+        replication of its partitions)."""
         context = dataclasses.replace(self.context, client_host=session.client_host, listener_name=listener,
                                       session=session)
 
@@ -406,7 +409,12 @@ class Broker:
             session.admit(request)
             return handler(request, context)
 
-        return dispatch
+        def admit(request: Request) -> Any:
+            if request.api_key != produce.API_KEY:
+                return None
+            return produce.replication_room(request, context)
+
+        return dispatch, admit
 
     async def _every(self, interval_ms: int, action: Any) -> None:
         while True:
