@@ -271,12 +271,11 @@ def test_k2_verifiable_producer_and_consumer_through_kill_9_of_a_leader_then_pre
     _running(tools_cluster)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "difference from Kafka: the cluster controller serves preferred elections only; an unclean "
-    "ElectLeaders is refused as INVALID_REQUEST where Kafka answers ELECTION_NOT_NEEDED for a partition "
-    "with a live leader and elects any live replica of a leaderless one (zk_controller.py)"))
 def test_kafka_leader_election_unclean_on_the_cluster(tools: KafkaTools, tools_cluster: Cluster) -> None:
     topic = "unclean-election"
     tools_cluster.create_topic(topic, 1, 3)
     out = tools.admin("kafka-leader-election", "--election-type", "unclean", "--topic", topic, "--partition", "0")
     assert f"Valid replica already elected for partitions {topic}-0" in out, out
+    refused = tools.admin("kafka-leader-election", "--election-type", "unclean", "--topic", "no-such-topic",
+                          "--partition", "0", expect_failure=True)
+    assert "UnknownTopicOrPartitionException" in refused
