@@ -2,12 +2,15 @@
 offline partitions a leader among their out-of-sync replicas, through any broker.
 
 The controller decides; a broker that is not the controller forwards the request to it on
-the inter-broker listener and relays its answer."""
+the inter-broker listener and relays its answer. The embedded broker is the only replica of
+everything, so it answers itself: a partition it leads needs no election of either kind, and
+one it cannot lead (its dir failed) has no other replica to elect."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from minikafka.metadata_cache import PartitionMetadata
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
@@ -30,13 +33,26 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         return _answer(wanted or [], (ErrorCode.INVALID_REQUEST, f"unknown election type {election}"))
     controller = ctx.cluster_controller
     if controller is None:
-        # The embedded broker is the only replica of everything: it is every preferred leader.
-        return _answer(wanted or [], (ErrorCode.ELECTION_NOT_NEEDED, "the only replica leads already"))
+        if wanted is None:
+            wanted = [(name, index) for name, topic in ctx.metadata.topics().items() for index in topic.partitions]
+        return _respond({(topic, index): embedded_outcome(election, ctx.metadata.partition(topic, index))
+                         for topic, index in wanted})
     if controller.active:
         if election == UNCLEAN:
             return _respond(await controller.elect_unclean(wanted))
         return _respond(await controller.elect_preferred(wanted))
     return await _forward(request, ctx, wanted)
+
+
+def embedded_outcome(election: int, partition: PartitionMetadata | None) -> tuple[ErrorCode, str | None]:
+    """What electing a leader of one partition of the embedded broker (its only replica) gives."""
+    if partition is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition"
+    if partition.available:
+        return ErrorCode.ELECTION_NOT_NEEDED, "its only replica leads it already"
+    if election == PREFERRED:
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "its only replica is offline"
+    return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "its only replica is offline"
 
 
 def _answer(wanted: list[tuple[str, int]], outcome: tuple[ErrorCode, str | None]) -> dict[str, Any]:
