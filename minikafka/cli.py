@@ -15,8 +15,8 @@ from minikafka.config import (
     KAFKA_KEYS_WITHOUT_EFFECT,
     BrokerConfig,
     ConfigError,
-    format_value,
     overrides_from_environment,
+    shown_value,
 )
 from minikafka.tools import acls as acls_tool
 from minikafka.tools import configs as configs_tool
@@ -117,9 +117,9 @@ def _version() -> str:
 
 def print_config_keys() -> None:
     for name, definition in DEFINITIONS.items():
-        default = format_value(definition.default)
+        default = "" if definition.default is None else shown_value(definition.default)
         dynamic = "; changeable at run time" if definition.dynamic else ""
-        print(f"{name}={'' if default is None else default}\n    {definition.doc}{dynamic}")
+        print(f"{name}={default}\n    {definition.doc}{dynamic}")
     print("\nKafka keys accepted without effect: " + ", ".join(sorted(KAFKA_KEYS_WITHOUT_EFFECT)))
 
 
