@@ -70,6 +70,7 @@ class ClientSecurity:
 
     tls: ssl.SSLContext | None = None
     login: SaslLogin | None = None
+    certificate: bool = False  # the TLS context holds a client certificate (ssl.keystore.location)
 
     @classmethod
     def from_file(cls, path: str | None) -> ClientSecurity:
@@ -96,7 +97,7 @@ class ClientSecurity:
             if credentials is None:
                 raise ToolError(f'{path}: sasl.jaas.config needs username="..." password="..."')
             login = SaslLogin(mechanism, *credentials)
-        return cls(tls, login)
+        return cls(tls, login, bool(tls is not None and props.get("ssl.keystore.location")))
 
 
 def add_command_config(parser: argparse.ArgumentParser) -> None:
@@ -132,7 +133,7 @@ class Connection:
                 self.sock = security.tls.wrap_socket(self.sock, server_hostname=host)
         except ssl.SSLError as exc:
             self.sock.close()
-            raise RequestFailed(f"cannot connect to {self.address}: {_tls_refusal(exc)}") from None
+            raise RequestFailed(f"cannot connect to {self.address}: {_tls_refusal(exc, security)}") from None
         except OSError as exc:
             raise RequestFailed(f"cannot connect to {self.address}: {exc.strerror or exc}") from None
         self.security = security
@@ -185,7 +186,7 @@ class Connection:
             (size,) = struct.unpack(">i", self._recv(4))
             payload = self._recv(size)
         except ssl.SSLError as exc:
-            raise RequestFailed(f"connection to {self.address} failed: {_tls_refusal(exc)}") from None
+            raise RequestFailed(f"connection to {self.address} failed: {_tls_refusal(exc, self.security)}") from None
         except OSError as exc:
             raise RequestFailed(f"connection to {self.address} failed: {exc.strerror or exc}; "
                                 f"{_unanswered_hint(self.security)}") from None
@@ -211,7 +212,7 @@ def _failure(summary: str, errors: list[RequestFailed]) -> RequestFailed:
     return kind(summary + ": " + "; ".join(str(e) for e in errors))
 
 
-def _tls_refusal(exc: ssl.SSLError) -> str:
+def _tls_refusal(exc: ssl.SSLError, security: ClientSecurity) -> str:
     """An OpenSSL failure in an operator's words (its reason names are OpenSSL's constants)."""
     reason = exc.reason or ""
     if reason == "CERTIFICATE_VERIFY_FAILED":
@@ -219,9 +220,13 @@ def _tls_refusal(exc: ssl.SSLError) -> str:
                 "set ssl.truststore.location to the authority that signed it")
     if reason == "WRONG_VERSION_NUMBER":
         return "the listener does not speak TLS; use security.protocol=PLAINTEXT or SASL_PLAINTEXT"
-    if "CERTIFICATE_REQUIRED" in reason or "HANDSHAKE_FAILURE" in reason:
-        return ("the broker requires a client certificate (ssl.client.auth=required); set "
-                "ssl.keystore.location to a PEM file with this client's key and certificate")
+    if "CERTIFICATE_REQUIRED" in reason or isinstance(exc, ssl.SSLEOFError) or "UNEXPECTED_EOF" in reason:
+        # A broker that refuses the handshake after it (TLS 1.3 checks the client's certificate
+        # last) may close without an alert: all this side sees is the end of the stream.
+        if not security.certificate:
+            return ("the broker ended the TLS session: it requires a client certificate (ssl.client.auth="
+                    "required); set ssl.keystore.location to a PEM file with this client's key and certificate")
+        return "the broker ended the TLS session: it refused this client's certificate (its log says why)"
     return f"TLS failed: {exc}"
 
 
