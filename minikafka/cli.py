@@ -118,7 +118,8 @@ def _version() -> str:
 def print_config_keys() -> None:
     for name, definition in DEFINITIONS.items():
         default = "" if definition.default is None else shown_value(definition.default)
-        dynamic = "; changeable at run time" if definition.dynamic else ""
+        # Said once: a description may already say how it changes (cluster-wide or per broker).
+        dynamic = "; changeable at run time" if definition.dynamic and "run time" not in definition.doc else ""
         print(f"{name}={default}\n    {definition.doc}{dynamic}")
     print("\nKafka keys accepted without effect: " + ", ".join(sorted(KAFKA_KEYS_WITHOUT_EFFECT)))
 

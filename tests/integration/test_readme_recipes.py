@@ -42,7 +42,7 @@ def test_the_compaction_recipe_shows_compaction_within_a_minute(broker: BrokerPr
     assert "(2 records: " in cleaned[0] and "% of the bytes kept)" in cleaned[0] and "0.0 MiB" not in cleaned[0]
 
 
-def test_the_transactional_loop_copies_each_record_once(broker: BrokerProcess) -> None:
+def test_the_transactional_loop_copies_each_record_once(broker: BrokerProcess, tmp_path: Path) -> None:
     snippet = block_containing("python", "send_offsets_to_transaction(consumer.position")
     assert "127.0.0.1:9092" in snippet
     create_topic(broker.bootstrap, "words", 2)
@@ -50,7 +50,10 @@ def test_the_transactional_loop_copies_each_record_once(broker: BrokerProcess) -
     words = [f"word{i}".encode() for i in range(30)]
     confluent_produce(broker.bootstrap, "words", [(w, w) for w in words])
 
-    exec(compile(snippet.replace("127.0.0.1:9092", broker.bootstrap), "README.md", "exec"), {})
+    script = tmp_path / "uppercaser.py"
+    script.write_text(snippet.replace("127.0.0.1:9092", broker.bootstrap))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
 
     copied = confluent_consume(broker.bootstrap, "words-upper", [0], **{"isolation.level": "read_committed"})
     assert sorted(record.value for record in copied) == sorted(w.upper() for w in words)
