@@ -11,7 +11,7 @@ APT_PACKAGES := kcat zookeeper docker.io docker-compose debootstrap maven
 JRE_PACKAGE := openjdk-17-jdk-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster test unit lint bench system-deps kafka-jars clean clean-data
+.PHONY: run cluster test unit lint bench system-deps cluster-deps kafka-jars clean clean-data
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
@@ -34,9 +34,14 @@ ARGS ?=
 run: $(BIN)/.installed
 	$(BIN)/minikafka serve --config config/embedded.properties $(ARGS)
 
-# A local ZooKeeper and three brokers (config/broker-1..3.properties); Ctrl-C stops them all.
-cluster: $(BIN)/.installed system-deps
+# A local ZooKeeper and three brokers (config/broker-1..3.properties); Ctrl-C stops them one at a time.
+cluster: $(BIN)/.installed cluster-deps
 	$(BIN)/python -m minikafka.tools.local_cluster
+
+# make cluster needs ZooKeeper alone (Debian's package brings the Java runtime it runs on).
+cluster-deps:
+	@dpkg -s zookeeper >/dev/null 2>&1 || { echo "installing Debian's zookeeper package"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper; }
 
 # Debian packages the tests use.
 system-deps:

@@ -15,13 +15,19 @@ from minikafka.config import (
     KAFKA_KEYS_WITHOUT_EFFECT,
     BrokerConfig,
     ConfigError,
-    format_value,
     overrides_from_environment,
+    shown_value,
 )
+from minikafka.tools import acls as acls_tool
+from minikafka.tools import configs as configs_tool
+from minikafka.tools import consumer_groups as groups_tool
 from minikafka.tools import log_dirs as log_dirs_tool
 from minikafka.tools import reassign_partitions as reassign_tool
-from minikafka.tools import users as users_tool
+from minikafka.tools import topics as topics_tool
 from minikafka.tools.client import ClientSecurity, Connection, ToolError, add_command_config
+
+EXIT_CODES = "exit codes: 0 done, 1 failed (a broker refused or could not be reached), 2 usage (a wrong option " \
+             "or file; nothing sent), 4 authentication failed"
 
 log = logging.getLogger("minikafka")
 
@@ -62,12 +68,25 @@ def main(argv: list[str] | None = None) -> int:
                     "files, and follow them live (--progress).")
     reassign_tool.add_arguments(reassign)
     reassign.add_argument("--log-level", default="WARNING")
-    configs = commands.add_parser(
-        "configs", help="users' SCRAM credentials (kafka-configs.sh --entity-type users)",
-        description="Create, change, delete and describe users' SCRAM credentials, in ZooKeeper (before the "
-                    "brokers start) or through a broker (KIP-554).")
-    users_tool.add_arguments(configs)
-    configs.add_argument("--log-level", default="WARNING")
+    admin_tools = {
+        "topics": (topics_tool, "create, list, describe, alter and delete topics (kafka-topics.sh)",
+                   "Create, list, describe, alter and delete topics, with kafka-topics.sh's options."),
+        "configs": (configs_tool, "describe and alter configs of topics, brokers and users (kafka-configs.sh)",
+                    "Describe and alter the dynamic configs of topics and brokers, and users' SCRAM credentials "
+                    "(in ZooKeeper before the brokers start, or through a broker: KIP-554), with "
+                    "kafka-configs.sh's options."),
+        "acls": (acls_tool, "add, remove and list ACLs (kafka-acls.sh)",
+                 "Add, remove and list ACLs, with kafka-acls.sh's options."),
+        "consumer-groups": (groups_tool, "list, describe (with lag), reset offsets of and delete consumer groups "
+                                         "(kafka-consumer-groups.sh)",
+                            "List, describe, reset the offsets of and delete consumer groups, with "
+                            "kafka-consumer-groups.sh's options."),
+    }
+    for name, (tool, summary, description) in admin_tools.items():
+        tool_parser = commands.add_parser(name, help=summary, description=description, epilog=EXIT_CODES,
+                                          formatter_class=argparse.RawDescriptionHelpFormatter)
+        tool.add_arguments(tool_parser)
+        tool_parser.add_argument("--log-level", default="WARNING")
     commands.add_parser("config-keys", help="list every configuration key of serve, its default and meaning")
     args = parser.parse_args(argv)
     if args.command == "config-keys":
@@ -84,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         return log_dirs_command(args, parser)
     if args.command == "reassign-partitions":
         return reassign_tool.run(args)
-    if args.command == "configs":
-        return users_tool.run(args)
+    if args.command in admin_tools:
+        return admin_tools[args.command][0].run(args)
     return 2
 
 
@@ -98,9 +117,10 @@ def _version() -> str:
 
 def print_config_keys() -> None:
     for name, definition in DEFINITIONS.items():
-        default = format_value(definition.default)
-        dynamic = "; changeable at run time" if definition.dynamic else ""
-        print(f"{name}={'' if default is None else default}\n    {definition.doc}{dynamic}")
+        default = "" if definition.default is None else shown_value(definition.default)
+        # Said once: a description may already say how it changes (cluster-wide or per broker).
+        dynamic = "; changeable at run time" if definition.dynamic and "run time" not in definition.doc else ""
+        print(f"{name}={default}\n    {definition.doc}{dynamic}")
     print("\nKafka keys accepted without effect: " + ", ".join(sorted(KAFKA_KEYS_WITHOUT_EFFECT)))
 
 
@@ -122,11 +142,14 @@ def log_dirs_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
 
 def ping_command(address: str, timeout: float, command_config: str | None = None) -> int:
     host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        print(f"error: --bootstrap-server: {address!r} is not HOST:PORT", file=sys.stderr)
+        return 2
     try:
         connection = Connection(host, int(port), timeout=timeout, security=ClientSecurity.from_file(command_config))
-    except (ValueError, ToolError) as exc:
-        print(f"{address} does not answer: {exc}", file=sys.stderr)
-        return 1
+    except ToolError as exc:
+        print(f"{address} does not answer: {exc}" if exc.exit_code != 2 else f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     connection.close()
     return 0
 

@@ -210,7 +210,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("log.cleaner.io.buffer.size", _parse_int, 512 * 1024, "bytes the cleaner reads at a time",
                   lambda v: v >= 0, "must be >= 0"),
         ConfigDef("log.cleaner.io.max.bytes.per.second", _parse_double, 1.7976931348623157e308,
-                  "bytes per second the cleaners read and write together; changeable at run time",
+                  "bytes per second the cleaners read and write together",
                   lambda v: v > 0, "must be > 0", dynamic=True),
         ConfigDef("log.cleaner.min.cleanable.ratio", _parse_double, 0.5,
                   "share of a log that must be dirty (written since its last clean) before it is cleaned",
@@ -276,7 +276,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "threads copying replicas between log dirs, and moves running at once "
                   "(default: the number of log dirs)", lambda v: v >= 1, "must be >= 1"),
         ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _parse_int, 2**63 - 1,
-                  "bytes per second all moves between log dirs may copy together; changeable at run time",
+                  "bytes per second all moves between log dirs may copy together",
                   lambda v: v >= 1, "must be >= 1", dynamic=True),
         ConfigDef("log.dirs.balancer.enable", _parse_bool, False,
                   "move replicas between this broker's log dirs by itself to keep their disks evenly used",
@@ -291,11 +291,11 @@ DEFINITIONS: dict[str, ConfigDef] = {
         # ---- cluster mode (zookeeper.connect) ----
         ConfigDef("leader.replication.throttled.rate", _parse_int, 2**63 - 1,
                   "bytes per second this broker as leader returns to followers of the replicas listed in "
-                  "leader.replication.throttled.replicas, together; changeable at run time",
+                  "leader.replication.throttled.replicas, together",
                   lambda v: v >= 0, "must be >= 0", dynamic=True),
         ConfigDef("follower.replication.throttled.rate", _parse_int, 2**63 - 1,
                   "bytes per second this broker as follower fetches for the replicas listed in "
-                  "follower.replication.throttled.replicas, together; changeable at run time",
+                  "follower.replication.throttled.replicas, together",
                   lambda v: v >= 0, "must be >= 0", dynamic=True),
         ConfigDef("zookeeper.session.timeout.ms", _parse_int, 18000,
                   "ZooKeeper session timeout: a broker silent this long is taken for dead", lambda v: v >= 1,
@@ -796,7 +796,7 @@ class BrokerConfig:
         for key, old in before.items():
             new = self[key]
             if new != old:
-                log.info("dynamic config %s changed from %r to %r", key, old, new)
+                log.info("dynamic config %s changed from %s to %s", key, shown_value(old), shown_value(new))
                 for listener in list(self._listeners.get(key, [])):
                     listener(key, new)
 
@@ -934,6 +934,18 @@ def format_value(value: Any) -> str | None:
     if isinstance(value, dict):
         return ",".join(f"{key}:{item}" for key, item in value.items())
     return str(value)
+
+
+# Defaults that stand for "no limit" (Kafka's Long.MAX_VALUE, Integer.MAX_VALUE and Double.MAX_VALUE).
+_UNLIMITED = frozenset({2**63 - 1, 2**31 - 1, 1.7976931348623157e308})
+
+
+def shown_value(value: Any) -> str:
+    """A value as an operator reads it (logs, config-keys): a no-limit value is "unlimited"."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value in _UNLIMITED:
+        return "unlimited"
+    text = format_value(value)
+    return "(none)" if text is None else text
 
 
 # Variables of the Kafka images' convention that are not broker settings (the JVM's).

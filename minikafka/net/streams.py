@@ -210,6 +210,23 @@ def _shutdown(sock: socket.socket) -> None:
         pass
 
 
+# OpenSSL's reasons a handshake fails for, in an operator's words (the constant stays in brackets,
+# for a search).
+_TLS_REASONS = {
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": "client certificate missing: this listener requires one "
+                                         "(ssl.client.auth=required) [PEER_DID_NOT_RETURN_A_CERTIFICATE]",
+    "TLSV1_ALERT_UNKNOWN_CA": "the client does not trust this broker's certificate: its authority is not in the "
+                              "client's trust store [TLSV1_ALERT_UNKNOWN_CA]",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the client refused this broker's certificate [SSLV3_ALERT_BAD_CERTIFICATE]",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "the client refused this broker's certificate (not trusted, or not valid "
+                                       "for the name it connected to) [SSLV3_ALERT_CERTIFICATE_UNKNOWN]",
+    "NO_SHARED_CIPHER": "no cipher suite in common with the client (ssl.cipher.suites) [NO_SHARED_CIPHER]",
+    "UNSUPPORTED_PROTOCOL": "no TLS version in common with the client (ssl.enabled.protocols) "
+                            "[UNSUPPORTED_PROTOCOL]",
+    "VERSION_TOO_LOW": "the client's TLS version is older than ssl.enabled.protocols allows [VERSION_TOO_LOW]",
+}
+
+
 def _handshake_reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"client certificate refused: {exc.verify_message}"
@@ -217,5 +234,5 @@ def _handshake_reason(exc: BaseException) -> str:
         reason = exc.reason or str(exc)
         if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL"):
             return f"not a TLS client ({reason}; a plaintext client on a TLS listener?)"
-        return reason
+        return _TLS_REASONS.get(reason, f"TLS handshake failed: {reason}")
     return f"connection lost ({exc})"

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from minikafka.config import BrokerConfig
 from minikafka.group.coordinator import GroupCoordinator
@@ -64,6 +65,39 @@ class StopCommand:
 TopicConfigs = Callable[[str], Awaitable[dict[str, str]]]
 
 
+@dataclass
+class RoleChanges:
+    """The partitions one LeaderAndIsr made this broker lead, or follow after leading. A few are
+    logged one line each; more (a cluster starting, a broker coming back) as one summary line
+    per kind, with a count per topic, so that hundreds of partitions do not bury the log."""
+
+    leads: list[PartitionCommand] = field(default_factory=list)
+    follows: list[PartitionCommand] = field(default_factory=list)
+    ONE_LINE_EACH_UP_TO: ClassVar[int] = 5
+
+    def log(self) -> None:
+        if len(self.leads) + len(self.follows) <= self.ONE_LINE_EACH_UP_TO:
+            for c in self.leads:
+                log.info("leading %s-%d in epoch %d with in-sync replicas %s", c.topic, c.index, c.leader_epoch,
+                         list(c.isr))
+            for c in self.follows:
+                log.info("%s-%d: following broker %d from epoch %d", c.topic, c.index, c.leader, c.leader_epoch)
+            return
+        if self.leads:
+            log.info("leading %d partition(s): %s", len(self.leads), _per_topic(self.leads))
+        if self.follows:
+            leaders = sorted({c.leader for c in self.follows})
+            log.info("following %d partition(s) this broker led (now led by broker(s) %s): %s", len(self.follows),
+                     ", ".join(map(str, leaders)), _per_topic(self.follows))
+
+
+def _per_topic(commands: Sequence[PartitionCommand]) -> str:
+    counts: dict[str, int] = {}
+    for command in commands:
+        counts[command.topic] = counts.get(command.topic, 0) + 1
+    return ", ".join(f"{topic} ({count})" for topic, count in sorted(counts.items()))
+
+
 class ControllerCommands:
     def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, fetchers: ReplicaFetcherManager,
                  metadata: MetadataCache, groups: GroupCoordinator, topic_configs: TopicConfigs,
@@ -101,6 +135,7 @@ class ControllerCommands:
     async def _leader_and_isr(self, commands: Sequence[PartitionCommand]) -> dict[TopicPartition, ErrorCode]:
         results: dict[TopicPartition, ErrorCode] = {}
         configs: dict[str, dict[str, str]] = {}
+        roles = RoleChanges()
         for command in commands:
             key = (command.topic, command.index)
             if self.broker_id not in command.replicas:
@@ -130,10 +165,11 @@ class ControllerCommands:
             if command.topic not in configs:
                 configs[command.topic] = await self.topic_configs(command.topic)
                 self.replica_manager.replication_throttles.update_topic(command.topic, configs[command.topic])
-            results[key] = self._apply(command, configs[command.topic])
+            results[key] = self._apply(command, configs[command.topic], roles)
+        roles.log()
         return results
 
-    def _apply(self, command: PartitionCommand, topic_configs: dict[str, str]) -> ErrorCode:
+    def _apply(self, command: PartitionCommand, topic_configs: dict[str, str], roles: RoleChanges) -> ErrorCode:
         key = (command.topic, command.index)
         config = log_config_for(topic_configs, self.config, command.topic)
         manager = self.replica_manager
@@ -157,11 +193,9 @@ class ControllerCommands:
         if partition is None:
             return ErrorCode.KAFKA_STORAGE_ERROR
         if not was_leader and partition.is_leader:
-            log.info("leading %s-%d in epoch %d with in-sync replicas %s", command.topic, command.index,
-                     command.leader_epoch, list(command.isr))
+            roles.leads.append(command)
         elif was_leader and not partition.is_leader:
-            log.info("%s-%d: following broker %d from epoch %d", command.topic, command.index, command.leader,
-                     command.leader_epoch)
+            roles.follows.append(command)
         if command.topic in self.coordinators:
             self.coordinators[command.topic](command.index, partition.is_leader)
         return ErrorCode.NONE

@@ -70,6 +70,7 @@ from minikafka.storage.segment import (
     segment_name,
 )
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
+from minikafka.units import format_bytes
 from protocol.record_codec import batch_with_records, decompress, record_spans
 from protocol.records import (
     BATCH_HEADER_SIZE,
@@ -773,11 +774,10 @@ class LogCleaner:
             self._horizons[job.key] = stats.delete_horizon_ms
         else:
             self._horizons.pop(job.key, None)
-        mib = 1024 * 1024
-        log.info("cleaned %s in %s: %.1f MiB of dirty log compacted in %.2f s (%.1f MiB/s), offsets below %d are "
-                 "clean; rewrote %.1f MiB (%d records) into %.1f MiB (%d records, %.0f%%), key map %.0f%% full, "
-                 "longest swap %.1f ms", job.log.name, job.log.log_dir, stats.dirty_bytes / mib, seconds,
-                 stats.dirty_bytes / mib / seconds if seconds > 0 else 0, job.log.clean_until,
-                 stats.bytes_read / mib, stats.records_read, stats.bytes_written / mib, stats.records_kept,
-                 100 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0, 100 * stats.map_utilization,
-                 1000 * stats.longest_swap_s)
+        kept = 100 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0
+        log.info("cleaned %s in %s: %s of dirty log compacted in %.2f s (%s/s), offsets below %d are clean; "
+                 "rewrote %s (%d records) into %s (%d records: %.0f%% of the bytes kept), key map %.0f%% full, "
+                 "longest swap %.1f ms", job.log.name, job.log.log_dir, format_bytes(stats.dirty_bytes), seconds,
+                 format_bytes(stats.dirty_bytes / seconds if seconds > 0 else 0), job.log.clean_until,
+                 format_bytes(stats.bytes_read), stats.records_read, format_bytes(stats.bytes_written),
+                 stats.records_kept, kept, 100 * stats.map_utilization, 1000 * stats.longest_swap_s)

@@ -3,9 +3,11 @@ package (so the tools need nothing the broker does not; kafka-python is a test d
 
 ``Connection`` is one socket to one broker, asking its API versions once; ``Cluster`` is what a
 bootstrap broker's Metadata says (brokers, replicas and leaders per partition) with a connection
-per broker opened on first use.  Everything an operator must fix is a ``ToolError`` whose message
-says what; the tools print it and exit 2.  ``ClientSecurity`` is a ``--command-config`` file's
-TLS and SASL settings (Kafka's client keys), for a broker's secured listeners.
+per broker opened on first use.  Everything an operator must fix in what was typed is a
+``ToolError`` whose message says what (exit 2); a broker that cannot be reached or refuses the
+request is a ``RequestFailed`` (exit 1), a refused login an ``AuthenticationFailed`` (exit 4).
+``ClientSecurity`` is a ``--command-config`` file's TLS and SASL settings (Kafka's client keys),
+for a broker's secured listeners.
 """
 
 from __future__ import annotations
@@ -37,7 +39,26 @@ _ALL_TOPICS = {"topics": None, "allow_auto_topic_creation": False}
 
 
 class ToolError(Exception):
-    """Something the operator must fix; the message says what, and nothing was changed."""
+    """Something the operator must fix in an option or a file; the message says what, and nothing
+    was changed."""
+
+    exit_code = 2
+
+
+class RequestFailed(ToolError):
+    """The brokers could not be reached, or refused what was asked; the message says why."""
+
+    exit_code = 1
+
+
+class AuthenticationFailed(RequestFailed):
+    """The broker refused the login of --command-config (a wrong password or an unknown user)."""
+
+    exit_code = 4
+
+
+# The exit codes of every minikafka tool (README: "Exit codes").
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AUTHENTICATION = 0, 1, 2, 4
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,7 @@ class ClientSecurity:
 
     tls: ssl.SSLContext | None = None
     login: SaslLogin | None = None
+    certificate: bool = False  # the TLS context holds a client certificate (ssl.keystore.location)
 
     @classmethod
     def from_file(cls, path: str | None) -> ClientSecurity:
@@ -75,7 +97,7 @@ class ClientSecurity:
             if credentials is None:
                 raise ToolError(f'{path}: sasl.jaas.config needs username="..." password="..."')
             login = SaslLogin(mechanism, *credentials)
-        return cls(tls, login)
+        return cls(tls, login, bool(tls is not None and props.get("ssl.keystore.location")))
 
 
 def add_command_config(parser: argparse.ArgumentParser) -> None:
@@ -109,12 +131,20 @@ class Connection:
             self.sock = socket.create_connection((host, port), timeout=timeout)
             if security.tls is not None:
                 self.sock = security.tls.wrap_socket(self.sock, server_hostname=host)
+        except ssl.SSLError as exc:
+            self.sock.close()
+            raise RequestFailed(f"cannot connect to {self.address}: {_tls_refusal(exc, security)}") from None
         except OSError as exc:
-            raise ToolError(f"cannot connect to {self.address}: {exc.strerror or exc}") from None
+            raise RequestFailed(f"cannot connect to {self.address}: {exc.strerror or exc}") from None
+        self.security = security
         self._correlation_id = 0
-        response = self._send(API_VERSIONS, 0, {})
+        try:
+            response = self._send(API_VERSIONS, 0, {})
+        except RequestFailed:
+            self.sock.close()
+            raise
         if response.error_code:
-            raise ToolError(f"{self.address} refused ApiVersions: {ErrorCode(response.error_code).name}")
+            raise RequestFailed(f"{self.address} refused ApiVersions: {ErrorCode(response.error_code).name}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         if security.login is not None:
             self._login(security.login)
@@ -128,7 +158,7 @@ class Connection:
         except StopIteration:
             return
         except SaslLoginFailed as exc:
-            raise ToolError(f"{self.address}: {exc}") from None
+            raise AuthenticationFailed(f"{self.address}: {exc}") from None
 
     def close(self) -> None:
         self.sock.close()
@@ -141,9 +171,12 @@ class Connection:
             raise ToolError(f"{self.address} does not speak {ours.name} (needed here)")
         return version
 
-    def request(self, api_key: int, body: dict[str, Any]) -> tuple[int, Any]:
-        """Send at the newest version both sides speak; returns (version, response body)."""
+    def request(self, api_key: int, body: dict[str, Any], max_version: int | None = None) -> tuple[int, Any]:
+        """Send at the newest version both sides speak (at most ``max_version``, for a request
+        whose newer versions change its shape); returns (version, response body)."""
         version = self.version_of(api_key)
+        if max_version is not None:
+            version = min(version, max_version)
         return version, self._send(api_key, version, body)
 
     def _send(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
@@ -152,11 +185,14 @@ class Connection:
             self.sock.sendall(encode_request(api_key, version, self._correlation_id, self.client_id, body))
             (size,) = struct.unpack(">i", self._recv(4))
             payload = self._recv(size)
+        except ssl.SSLError as exc:
+            raise RequestFailed(f"connection to {self.address} failed: {_tls_refusal(exc, self.security)}") from None
         except OSError as exc:
-            raise ToolError(f"connection to {self.address} failed: {exc.strerror or exc}") from None
+            raise RequestFailed(f"connection to {self.address} failed: {exc.strerror or exc}; "
+                                f"{_unanswered_hint(self.security)}") from None
         correlation_id, response = parse_response(api_key, version, payload)
         if correlation_id != self._correlation_id:
-            raise ToolError(f"{self.address} answered request {correlation_id}, not {self._correlation_id}")
+            raise RequestFailed(f"{self.address} answered request {correlation_id}, not {self._correlation_id}")
         return response
 
     def _recv(self, count: int) -> bytes:
@@ -167,6 +203,47 @@ class Connection:
                 raise ConnectionError("the broker closed the connection")
             data += chunk
         return bytes(data)
+
+
+def _failure(summary: str, errors: list[RequestFailed]) -> RequestFailed:
+    """One error for several brokers' failures; a refused login stays one (its own exit code)."""
+    kind = AuthenticationFailed if errors and all(isinstance(e, AuthenticationFailed) for e in errors) \
+        else RequestFailed
+    return kind(summary + ": " + "; ".join(str(e) for e in errors))
+
+
+def _tls_refusal(exc: ssl.SSLError, security: ClientSecurity) -> str:
+    """An OpenSSL failure in an operator's words (its reason names are OpenSSL's constants)."""
+    reason = exc.reason or ""
+    if reason == "CERTIFICATE_VERIFY_FAILED":
+        return (f"the broker's certificate is not trusted ({getattr(exc, 'verify_message', '') or exc}); "
+                "set ssl.truststore.location to the authority that signed it")
+    if reason == "WRONG_VERSION_NUMBER":
+        return "the listener does not speak TLS; use security.protocol=PLAINTEXT or SASL_PLAINTEXT"
+    if "CERTIFICATE_REQUIRED" in reason or isinstance(exc, ssl.SSLEOFError) or "UNEXPECTED_EOF" in reason:
+        # A broker that refuses the handshake after it (TLS 1.3 checks the client's certificate
+        # last) may close without an alert: all this side sees is the end of the stream.
+        if not security.certificate:
+            return ("the broker ended the TLS session: it requires a client certificate (ssl.client.auth="
+                    "required); set ssl.keystore.location to a PEM file with this client's key and certificate")
+        return "the broker ended the TLS session: it refused this client's certificate (its log says why)"
+    return f"TLS failed: {exc}"
+
+
+def _unanswered_hint(security: ClientSecurity) -> str:
+    """Why a broker closes a connection instead of answering: a secured listener reached without
+    its security (TLS without TLS, SASL without a login), or a certificate it needs and lacks."""
+    hints = []
+    if security.tls is None:
+        hints.append("a TLS listener (SSL, SASL_SSL) needs security.protocol and ssl.truststore.location")
+    elif security.login is None:
+        hints.append("a listener that requires a client certificate needs ssl.keystore.location")
+    if security.login is None:
+        hints.append("a SASL listener (SASL_PLAINTEXT, SASL_SSL) needs security.protocol, sasl.mechanism "
+                     "and sasl.jaas.config")
+    if not hints:
+        return "check the listener's security.protocol"
+    return "; ".join(hints) + " in --command-config"
 
 
 def _addresses(bootstrap: str) -> list[tuple[str, int]]:
@@ -198,8 +275,8 @@ class Cluster:
         for host, port in _addresses(bootstrap):
             try:
                 connection = Connection(host, port, client_id, security=security)
-            except ToolError as exc:
-                errors.append(str(exc))
+            except RequestFailed as exc:
+                errors.append(exc)
                 continue
             try:
                 found = cls({}, {}, client_id=client_id, security=security)
@@ -215,7 +292,7 @@ class Cluster:
             else:
                 connection.close()
             return found
-        raise ToolError("no bootstrap server answered: " + "; ".join(errors))
+        raise _failure("no bootstrap server answered", errors)
 
     def _load(self, connection: Connection) -> None:
         self._apply(connection.request(METADATA, _ALL_TOPICS)[1])
@@ -247,9 +324,9 @@ class Cluster:
         for broker in [*self.connections, *sorted(self.brokers)]:
             try:
                 return self.connection(broker)
-            except ToolError as exc:
-                errors.append(str(exc))
-        raise ToolError("no broker answered: " + "; ".join(errors))
+            except RequestFailed as exc:
+                errors.append(exc)
+        raise _failure("no broker answered", errors)
 
     def ask_any(self, api_key: int, body: dict[str, Any]) -> Any:
         """The response of the first broker that answers (for requests any broker serves or
@@ -258,12 +335,12 @@ class Cluster:
         for broker in [*self.connections, *sorted(self.brokers)]:
             try:
                 return self.connection(broker).request(api_key, body)[1]
-            except ToolError as exc:
-                errors.append(str(exc))
+            except RequestFailed as exc:
+                errors.append(exc)
                 dropped = self.connections.pop(broker, None)
                 if dropped is not None:
                     dropped.close()
-        raise ToolError("no broker answered: " + "; ".join(errors))
+        raise _failure("no broker answered", errors)
 
     def close(self) -> None:
         for connection in self.connections.values():
@@ -307,7 +384,7 @@ Action = Callable[[argparse.Namespace, TextIO, TextIO], int]
 
 def run_action(actions: Mapping[str, Action], choose: Callable[[argparse.Namespace], str],
                args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the action ``choose`` picks; a ToolError is printed and exits 2."""
+    """Run the action ``choose`` picks; a ToolError is printed and exits with its code."""
     try:
         action = choose(args)
         if not args.bootstrap_server:
@@ -315,4 +392,4 @@ def run_action(actions: Mapping[str, Action], choose: Callable[[argparse.Namespa
         return actions[action](args, out, err)
     except ToolError as exc:
         err.write(f"error: {exc}\n")
-        return 2
+        return exc.exit_code

@@ -2,8 +2,11 @@
 
 ZooKeeper is Debian's package (config/zookeeper.properties: 127.0.0.1:2181, data in
 ./data/zookeeper); the brokers use config/broker-1..3.properties. Every line a process prints is
-shown prefixed with its name. On Ctrl-C (or SIGTERM) the brokers stop cleanly first (controlled
-shutdown: leadership moves before each one goes), then ZooKeeper.
+shown prefixed with its name. "cluster up" is printed once every broker answers Metadata with all
+three brokers in it. On Ctrl-C (or SIGTERM) the brokers stop one at a time, each once the one before
+has exited, the controller last: each hands its leaderships to the brokers still running
+(controlled shutdown), so no partition is left without a leader while another broker could lead
+it, and the controller does not move while the others stop. Then ZooKeeper stops.
 """
 
 from __future__ import annotations
@@ -17,14 +20,28 @@ import threading
 import time
 from pathlib import Path
 
+from minikafka.config import read_properties
+from minikafka.tools.client import METADATA, Connection, ToolError
+
 ZK_SERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")
 BROKER_CONFIGS = [f"config/broker-{i}.properties" for i in (1, 2, 3)]
+SERVING_TIMEOUT_S = 90
+STOP_TIMEOUT_S = 90
 
 
 def _pipe(name: str, process: subprocess.Popen[bytes]) -> None:
     assert process.stdout is not None
+    noted = False
     for line in iter(process.stdout.readline, b""):
-        sys.stdout.write(f"[{name}] {line.decode(errors='replace')}")
+        text = line.decode(errors="replace")
+        if text.startswith("SLF4J:"):
+            # Debian's ZooKeeper has no SLF4J binding, and says so in three warnings at each start;
+            # one line says what it means.
+            if not noted:
+                sys.stdout.write(f"[{name}] (ZooKeeper's own log is off: Debian's package ships no SLF4J binding)\n")
+                noted = True
+            continue
+        sys.stdout.write(f"[{name}] {text}")
         sys.stdout.flush()
 
 
@@ -52,6 +69,77 @@ def _zookeeper_port(config: Path) -> int:
     return 2181
 
 
+def _client_address(config: Path) -> tuple[str, int]:
+    """The listener clients use: the first one that is not the inter-broker listener."""
+    props = read_properties(config.read_text(), str(config))
+    internal = props.get("inter.broker.listener.name", "").upper()
+    for listener in props.get("listeners", "PLAINTEXT://127.0.0.1:9092").split(","):
+        name, _, address = listener.strip().partition("://")
+        if name.upper() != internal or not internal:
+            host, _, port = address.rpartition(":")
+            return host or "127.0.0.1", int(port)
+    raise ValueError(f"{config}: no client listener")
+
+
+def _metadata(address: tuple[str, int]) -> tuple[int, int] | None:
+    """(brokers in Metadata, controller id) as the broker at ``address`` answers, None if it does not."""
+    try:
+        connection = Connection(*address, client_id="make-cluster", timeout=5)
+    except ToolError:
+        return None
+    try:
+        _, response = connection.request(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+        return len(response.brokers), response.controller_id
+    except ToolError:
+        return None
+    finally:
+        connection.close()
+
+
+def _wait_until_serving(addresses: list[tuple[str, int]], brokers: list[subprocess.Popen[bytes]]) -> int | None:
+    """The controller's id once every broker answers Metadata listing them all; None if a broker
+    exited or the time ran out (the reason is printed)."""
+    deadline = time.monotonic() + SERVING_TIMEOUT_S
+    while time.monotonic() < deadline:
+        exited = [i for i, b in enumerate(brokers, start=1) if b.poll() is not None]
+        if exited:
+            print(f"broker-{exited[0]} exited (its lines above say why); stopping the cluster", file=sys.stderr)
+            return None
+        answers = [_metadata(address) for address in addresses]
+        if all(a is not None and a[0] == len(addresses) and a[1] >= 0 for a in answers):
+            return answers[0][1] if answers[0] is not None else None
+        time.sleep(0.5)
+    print(f"the brokers did not all serve within {SERVING_TIMEOUT_S} s; stopping the cluster", file=sys.stderr)
+    return None
+
+
+def _stop_order(addresses: list[tuple[str, int]], controller: int | None) -> list[int]:
+    """Broker ids (1-based), the controller last; the controller is asked again (it may have moved)."""
+    for address in addresses:
+        answer = _metadata(address)
+        if answer is not None and answer[1] >= 0:
+            controller = answer[1]
+            break
+    ids = list(range(len(addresses), 0, -1))
+    return [i for i in ids if i != controller] + [i for i in ids if i == controller]
+
+
+def _stop_one_at_a_time(brokers: list[subprocess.Popen[bytes]], order: list[int]) -> None:
+    for broker_id in order:
+        broker = brokers[broker_id - 1]
+        if broker.poll() is not None:
+            continue
+        print(f"stopping broker-{broker_id} (controlled shutdown: its leaderships go to the brokers still "
+              "running)", flush=True)
+        broker.send_signal(signal.SIGTERM)
+        try:
+            broker.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            print(f"broker-{broker_id} did not stop within {STOP_TIMEOUT_S} s; killing it", file=sys.stderr)
+            broker.kill()
+            broker.wait()
+
+
 def main() -> int:
     if not ZK_SERVER.exists():
         print(f"{ZK_SERVER} is missing: install Debian's zookeeper package (apt-get install zookeeper)",
@@ -65,6 +153,8 @@ def main() -> int:
                        env=dict(os.environ, ZOO_LOG_DIR=os.path.abspath("data/zookeeper"),
                                 ZOO_LOG4J_PROP="WARN,CONSOLE"))
     brokers: list[subprocess.Popen[bytes]] = []
+    addresses = [_client_address(Path(config)) for config in BROKER_CONFIGS]
+    controller: int | None = None
     try:
         deadline = time.monotonic() + 30
         while not _zookeeper_answers(zookeeper_port):
@@ -74,20 +164,23 @@ def main() -> int:
             time.sleep(0.2)
         for index, config in enumerate(BROKER_CONFIGS, start=1):
             brokers.append(_spawn(f"broker-{index}", [sys.executable, "-m", "minikafka", "serve", "--config", config]))
-        print("cluster up: ZooKeeper and three brokers started (Ctrl-C stops them all)", flush=True)
+        controller = _wait_until_serving(addresses, brokers)
+        if controller is None:
+            return 1
+        listed = ", ".join(f"{host}:{port}" for host, port in addresses)
+        print(f"cluster up: ZooKeeper on 127.0.0.1:{zookeeper_port}, brokers 1-{len(brokers)} serving on {listed} "
+              f"(controller: broker {controller}); Ctrl-C stops them one at a time", flush=True)
         while not stopping.is_set() and all(b.poll() is None for b in brokers):
             stopping.wait(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        for broker in brokers:
-            if broker.poll() is None:
-                broker.send_signal(signal.SIGTERM)
-        for broker in brokers:
-            try:
-                broker.wait(60)
-            except subprocess.TimeoutExpired:
-                broker.kill()
+        # A second Ctrl-C must not cut the stop short: a broker killed mid-way leaves its
+        # partitions without a leader.
+        signal.signal(signal.SIGINT, lambda *_: print("stopping already; the brokers stop one at a time",
+                                                       flush=True))
+        if brokers:
+            _stop_one_at_a_time(brokers, _stop_order(addresses, controller))
         if zookeeper.poll() is None:
             os.killpg(zookeeper.pid, signal.SIGTERM)
             try:

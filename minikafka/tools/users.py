@@ -6,7 +6,8 @@
         --entity-name alice --alter --delete-config SCRAM-SHA-512
     minikafka configs (--zookeeper ... | --bootstrap-server ...) --entity-type users [--entity-name alice] --describe
 
-With --zookeeper the credential is written to /config/users/<user> with its change notification,
+Its options are parsed by configs.py, which hands it --entity-type users.  With --zookeeper the
+credential is written to /config/users/<user> with its change notification,
 as a cluster broker writes it (the way to give the brokers their own credential before the first
 one starts, when they log in to each other with SCRAM); with --bootstrap-server it goes through
 KIP-554's AlterUserScramCredentials, the salted password computed here. The password never leaves
@@ -27,7 +28,7 @@ from typing import TextIO, TypeVar
 from minikafka.security import scram
 from minikafka.security.scram import ScramCredential
 from minikafka.security.stores import ZkSecurityStore
-from minikafka.tools.client import ClientSecurity, Connection, ToolError, add_command_config
+from minikafka.tools.client import ClientSecurity, Connection, RequestFailed, ToolError
 from minikafka.zk.kafka_zk import KafkaZk, ZooKeeperUnavailable
 from protocol import ErrorCode
 
@@ -77,20 +78,6 @@ def parse_delete_config(text: str) -> list[str]:
     return names
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper")
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a broker to ask")
-    add_command_config(parser)
-    parser.add_argument("--entity-type", required=True, choices=["users"], help="only users are served here")
-    parser.add_argument("--entity-name", metavar="USER")
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--describe", action="store_true", help="which SCRAM credentials users have")
-    action.add_argument("--alter", action="store_true", help="with --add-config and/or --delete-config")
-    parser.add_argument("--add-config", metavar="'SCRAM-SHA-512=[password=...]'")
-    parser.add_argument("--delete-config", metavar="SCRAM-SHA-512")
-
-
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     try:
         if args.alter:
@@ -107,7 +94,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         return 0
     except ToolError as exc:
         err.write(f"error: {exc}\n")
-        return 2
+        return exc.exit_code
 
 
 def _alter(args: argparse.Namespace, user: str, adds: list[Upsertion], deletes: list[str]) -> None:
@@ -116,7 +103,7 @@ def _alter(args: argparse.Namespace, user: str, adds: list[Upsertion], deletes: 
         def change(current: dict[str, ScramCredential]) -> dict[str, ScramCredential]:
             missing = [m for m in deletes if m not in current]
             if missing:
-                raise ToolError(f"user {user} has no {', '.join(missing)} credential to delete")
+                raise RequestFailed(f"user {user} has no {', '.join(missing)} credential to delete")
             return {**{m: c for m, c in current.items() if m not in deletes}, **credentials}
         asyncio.run(_in_zookeeper(args.zookeeper, lambda store: store.update_credentials(user, change)))
         return
@@ -135,7 +122,7 @@ def _alter(args: argparse.Namespace, user: str, adds: list[Upsertion], deletes: 
         connection.close()
     for result in response.results:
         if result.error_code:
-            raise ToolError(f"user {result.user}: {ErrorCode(result.error_code).name}: {result.error_message}")
+            raise RequestFailed(f"user {result.user}: {ErrorCode(result.error_code).name}: {result.error_message}")
 
 
 def _describe(args: argparse.Namespace, user: str | None) -> list[tuple[str, list[tuple[str, int]]]]:
@@ -149,13 +136,13 @@ def _describe(args: argparse.Namespace, user: str | None) -> list[tuple[str, lis
     finally:
         connection.close()
     if response.error_code:
-        raise ToolError(f"{ErrorCode(response.error_code).name}: {response.error_message}")
+        raise RequestFailed(f"{ErrorCode(response.error_code).name}: {response.error_message}")
     described: list[tuple[str, list[tuple[str, int]]]] = []
     for result in response.results:
         if result.error_code == ErrorCode.RESOURCE_NOT_FOUND:
             described.append((result.user, []))
         elif result.error_code:
-            raise ToolError(f"user {result.user}: {ErrorCode(result.error_code).name}: {result.error_message}")
+            raise RequestFailed(f"user {result.user}: {ErrorCode(result.error_code).name}: {result.error_message}")
         else:
             described.append((result.user, [(scram.MECHANISMS_BY_ID.get(i.mechanism, str(i.mechanism)), i.iterations)
                                              for i in result.credential_infos]))
@@ -174,7 +161,7 @@ async def _in_zookeeper(connect: str, work: Callable[[ZkSecurityStore], Awaitabl
     try:
         await zk.start()
     except ZooKeeperUnavailable as exc:
-        raise ToolError(str(exc)) from None
+        raise RequestFailed(str(exc)) from None
     try:
         return await work(ZkSecurityStore(zk))
     finally:

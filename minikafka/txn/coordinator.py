@@ -377,7 +377,7 @@ class TransactionCoordinator:
                     return
                 error = await self._write(current.transition(done, self.now_ms(), partitions=frozenset()))
             if error == ErrorCode.NONE:
-                log.info("transaction %s of producer %d epoch %d %s in %d partition(s)", transactional_id,
+                log.debug("transaction %s of producer %d epoch %d %s in %d partition(s)", transactional_id,
                          prepared.producer_id, prepared.producer_epoch, "committed" if committed else "aborted",
                          len(prepared.partitions))
                 return

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,8 +93,8 @@ def test_a_required_client_certificate(tls: TlsBroker) -> None:
     read = confluent_consume(tls.mtls, "mtls-orders", [0], **confluent_tls(tls.certs, "client"))
     assert [(r.offset, r.value) for r in read] == [(o, v) for (_, v), (_, o) in zip(sent, acked, strict=True)]
     confluent_refusal(tls.mtls, confluent_tls(tls.certs))
-    wait_until(lambda: "client certificate" in tls.log() or "PEER_DID_NOT_RETURN_A_CERTIFICATE" in tls.log(), 10,
-               what="the missing certificate logged")
+    wait_until(lambda: "client certificate missing: this listener requires one (ssl.client.auth=required)"
+               in tls.log(), 10, what="the missing certificate logged in words")
 
 
 @pytest.mark.parametrize("who", ["expired", "stranger"])
@@ -138,3 +139,25 @@ def test_key_and_trust_stores_given_inline_and_tls_settings_per_listener(tls: Tl
     assert acked == [(0, 0)]
     confluent_refusal(tls.inline, {**conf, "ssl.cipher.suites": "ECDHE-ECDSA-AES128-GCM-SHA256"})
     confluent_refusal(tls.inline, confluent_tls(tls.certs))  # no client certificate
+
+
+def test_the_tools_say_what_a_tls_listener_wants(tls: TlsBroker, tmp_path: Path) -> None:
+    """minikafka's tools name the missing setting: no certificate where one is required, no TLS
+    on a TLS listener, an authority that does not sign the broker's certificate."""
+    def ping(address: str, *settings: str) -> subprocess.CompletedProcess[str]:
+        config = tmp_path / "client.properties"
+        config.write_text("".join(f"{line}\n" for line in settings))
+        return subprocess.run([sys.executable, "-m", "minikafka", "ping", "--bootstrap-server", address,
+                               "--command-config", str(config)], capture_output=True, text=True, timeout=60)
+
+    trusted = ("security.protocol=SSL", f"ssl.truststore.location={tls.certs.ca}")
+    no_certificate = ping(tls.mtls, *trusted)
+    assert no_certificate.returncode == 1, no_certificate.stderr
+    assert "requires a client certificate" in no_certificate.stderr and "ssl.keystore.location" in no_certificate.stderr
+    with_certificate = ping(tls.mtls, *trusted, f"ssl.keystore.location={tls.certs.keystore('client')}")
+    assert with_certificate.returncode == 0, with_certificate.stderr
+    plaintext = ping(tls.tls, "security.protocol=PLAINTEXT")
+    assert plaintext.returncode == 1 and "a TLS listener (SSL, SASL_SSL) needs security.protocol" in plaintext.stderr
+    stranger = Certs(tmp_path / "other-ca").make("nobody")
+    untrusted = ping(tls.tls, "security.protocol=SSL", f"ssl.truststore.location={stranger.ca}")
+    assert untrusted.returncode == 1 and "the broker's certificate is not trusted" in untrusted.stderr

@@ -1,6 +1,7 @@
 """`make cluster` as the README shows it: ZooKeeper and three brokers from config/ that Metadata
-shows with their controller, and Ctrl-C stops every one of them. Run in a copy of the checkout whose
-fixed ports are changed to free ones."""
+shows with their controller, "cluster up" once all of them serve, and Ctrl-C stops them one at a
+time, the controller last, each after its controlled shutdown, with no error logged. Run in a copy
+of the checkout whose fixed ports are changed to free ones."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import os
 import re
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.broker_process import free_port, wait_until
 from tests.readme import copy_checkout, prose
@@ -37,19 +40,56 @@ def test_make_cluster_starts_three_brokers_and_ctrl_c_stops_them(checkout: Path)
     assert "make cluster" in prose()
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VENV", "ARGS")}
     env["PYTHONPATH"] = str(ROOT)
-    process = subprocess.Popen(["make", "cluster"], cwd=checkout, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    log = checkout / "make-cluster.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(["make", "cluster"], cwd=checkout, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
     bootstrap = (checkout / "bootstrap").read_text()
     try:
+        wait_until(lambda: "cluster up:" in log.read_text(errors="replace") or process.poll() is not None, 120,
+                   interval=0.5, what="make cluster saying cluster up")
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 90, interval=0.5,
-                   what="three brokers in Metadata")
-        assert admin.list_topics(timeout=5).controller_id in (1, 2, 3)
+        metadata = admin.list_topics(timeout=10)
+        assert len(metadata.brokers) == 3 and metadata.controller_id in (1, 2, 3)  # as soon as it says so
+        # Leaderships on every broker, for the stop to move: a replicated topic with records.
+        for future in admin.create_topics([NewTopic("spread", 6, 3)]).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(60):
+            producer.produce("spread", b"v%d" % i, partition=i % 6)
+        assert producer.flush(60) == 0
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal
-        output, _ = process.communicate(timeout=120)
-    text = output.decode(errors="replace")
+        process.wait(timeout=300)
+    text = log.read_text(errors="replace")
+    lines = text.splitlines()
     for broker in (1, 2, 3):
         assert f"broker {broker} stopped cleanly" in text, text[-3000:]
+    up = _first(lines, lambda line: "cluster up:" in line)
+    for broker in (1, 2, 3):
+        serving = _first(lines, lambda line: line.startswith(f"[broker-{broker}]")  # noqa: B023
+                         and f"minikafka broker {broker} " in line and " serving on " in line)  # noqa: B023
+        assert serving < up, "cluster up printed before every broker served"
+    # One at a time: each broker has stopped before the next is told to; the controller goes last.
+    stopping = [int(m.group(1)) for m in (re.match(r"stopping broker-(\d)", line) for line in lines) if m]
+    assert sorted(stopping) == [1, 2, 3], lines[-60:]
+    for first, then in zip(stopping, stopping[1:], strict=False):
+        stopped = _first(lines, lambda line: f"broker {first} stopped cleanly" in line)  # noqa: B023
+        told = _first(lines, lambda line: line.startswith(f"stopping broker-{then}"))  # noqa: B023
+        assert stopped < told, f"broker-{then} was told to stop before broker-{first} had stopped"
+    controller = int(re.search(r"\(controller: broker (\d)\)", text).group(1))
+    assert stopping[-1] == controller
+    assert not any("SLF4J:" in line for line in lines)
+    errors = [line for line in lines if " ERROR " in line or "controlled shutdown request failed" in line]
+    assert errors == [], errors
+    # Each broker but the last handed its leaderships over: none was left without a leader.
+    handed = [line for line in lines if "is shutting down: moved" in line]
+    assert len(handed) == 3 and all(line.endswith("it still leads 0 partition(s)") for line in handed[:2]), handed
     leftover = subprocess.run(["pgrep", "-f", str(checkout)], capture_output=True, text=True)
     assert leftover.stdout == "", f"processes left behind: {leftover.stdout}"
+
+
+def _first(lines: list[str], wanted: Callable[[str], bool]) -> int:
+    found = [i for i, line in enumerate(lines) if wanted(line)]
+    assert found, "\n".join(lines[-80:])
+    return found[0]

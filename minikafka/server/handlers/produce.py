@@ -9,6 +9,7 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+from minikafka.repeated_log import RepeatedLog
 from minikafka.replica.replica_manager import ProduceResult, now_ms
 from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
@@ -18,6 +19,8 @@ from protocol.errors import ErrorCode
 
 API_KEY = 0
 log = logging.getLogger(__name__)
+# One line a minute per topic and error, however often clients retry.
+refusals = RepeatedLog(log)
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
@@ -33,7 +36,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     def append(name: str, index: int, records: Any, verified: tuple[int, object] | None = None) -> ProduceResult:
         result = ctx.replica_manager.append(name, index, records, now, acks=acks, verified=verified)
         if result.error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-            log.info("produce to %s-%d refused: %s %s", name, index, result.error.name, result.error_message or "")
+            refusals.log(logging.INFO, (name, result.error), "produce to %s-%d refused: %s %s", name, index,
+                         result.error.name, result.error_message or "")
         elif result.error == ErrorCode.NONE and acks == -1:
             replicating.append(ctx.replica_manager.wait_for_replication(name, index, result, body.timeout_ms))
         return result
