@@ -49,6 +49,7 @@ from minikafka.storage.segment import (
     Segment,
     segment_name,
 )
+from minikafka.storage.throttle import UNLIMITED_RATE, Throttle
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX
 from protocol.errors import ErrorCode
 
@@ -57,9 +58,6 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
 
-UNLIMITED_RATE = 2**63 - 1
-CHUNK_BYTES = 8 << 20
-MIN_CHUNK_BYTES = 64 << 10
 # The swap copies at most this much while appends wait; a move copies in rounds until the
 # source is within this distance of the copy.
 SWAP_DELTA_BYTES = 1 << 20
@@ -112,48 +110,6 @@ class _DirFailed(Exception):
         super().__init__(f"{log_dir}: {cause}")
         self.log_dir = log_dir
         self.cause = cause
-
-
-class Throttle:
-    """Owns the byte rate that every move together may copy (replica.alter.log.dirs.io.max.
-    bytes.per.second); the rate can change at any time.  Event-loop thread only.
-
-    Each ``acquire`` books the next ``n / rate`` seconds of a shared timeline and sleeps until
-    its slot starts, so the movers' combined rate is the configured one, without bursts.
-    """
-
-    def __init__(self, bytes_per_second: int) -> None:
-        self.rate = bytes_per_second
-        self._next = 0.0
-        self._generation = 0
-
-    @property
-    def unlimited(self) -> bool:
-        return self.rate >= UNLIMITED_RATE
-
-    def set_rate(self, bytes_per_second: int) -> None:
-        if bytes_per_second < 1:
-            raise ValueError("the move throttle must be at least 1 byte per second")
-        self.rate = bytes_per_second
-        self._next = 0.0
-        self._generation += 1
-
-    def chunk_bytes(self) -> int:
-        """How much a mover copies per acquire: a twentieth of a second's worth when throttled,
-        so a rate change takes effect at once and the rate holds over short spans."""
-        if self.unlimited:
-            return CHUNK_BYTES
-        return max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, self.rate // 20))
-
-    async def acquire(self, nbytes: int) -> None:
-        if self.unlimited or nbytes <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        start = max(loop.time(), self._next)
-        self._next = start + nbytes / self.rate
-        generation = self._generation
-        while (delay := start - loop.time()) > 0 and generation == self._generation:
-            await asyncio.sleep(min(delay, 0.1))
 
 
 # ---- blocking work, run in the mover's threads -------------------------------------------

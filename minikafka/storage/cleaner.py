@@ -69,6 +69,7 @@ from minikafka.storage.segment import (
     Segment,
     segment_name,
 )
+from minikafka.storage.throttle import Throttle
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from minikafka.units import format_bytes
 from protocol.record_codec import batch_with_records, decompress, record_spans
@@ -162,36 +163,6 @@ class OffsetMap:
         return len(self._offsets) / self.capacity
 
 
-class IoThrottle:
-    """log.cleaner.io.max.bytes.per.second, shared by every clean under way (each in its own
-    process, waiting in ``acquire``): the rate and the next free instant live in shared memory,
-    and the rate may change at any time from the event loop."""
-
-    def __init__(self, bytes_per_second: float, context: Any = None) -> None:
-        context = context or multiprocessing.get_context(PROCESS_START_METHOD)
-        self._rate = context.Value("d", bytes_per_second)
-        self._next = context.Value("d", 0.0, lock=False)
-
-    @property
-    def rate(self) -> float:
-        return float(self._rate.value)
-
-    def set_rate(self, bytes_per_second: float) -> None:
-        with self._rate.get_lock():
-            self._rate.value, self._next.value = bytes_per_second, 0.0
-
-    def acquire(self, nbytes: int) -> None:
-        with self._rate.get_lock():
-            rate = self._rate.value
-            if rate >= 1e300:
-                return
-            now = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process
-            start = max(now, self._next.value)
-            self._next.value = start + nbytes / rate
-        if start > now:
-            time.sleep(start - now)
-
-
 # ---- what a clean works on: built on the event loop, sent to the clean's process --------------------
 
 @dataclass(frozen=True)
@@ -262,7 +233,7 @@ class _Abandoned(Exception):
 
 # ---- the clean's process --------------------------------------------------------------------------
 
-def _batches(source: SourceSegment, throttle: IoThrottle) -> Iterator[tuple[BatchHeader, bytes]]:
+def _batches(source: SourceSegment, throttle: Throttle) -> Iterator[tuple[BatchHeader, bytes]]:
     """Every batch of a segment, whole."""
     fd = os.open(source.path, os.O_RDONLY)
     try:
@@ -273,7 +244,7 @@ def _batches(source: SourceSegment, throttle: IoThrottle) -> Iterator[tuple[Batc
             if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or end > source.size:
                 raise CorruptRecordError(f"batch at position {position} of segment {source.base_offset} runs past "
                                          "its end")
-            throttle.acquire(header.size)
+            throttle.acquire_blocking(header.size)
             data = os.pread(fd, header.size, position)
             if len(data) != header.size:
                 raise CorruptRecordError(f"segment {source.base_offset} ended inside the batch at {position}")
@@ -287,7 +258,7 @@ def _section(header: BatchHeader, data: bytes) -> bytes:
     return decompress(data[BATCH_HEADER_SIZE:], header.compression)
 
 
-def _map_dirty_part(request: CleanRequest, offset_map: OffsetMap, throttle: IoThrottle, stats: CleanStats) -> int:
+def _map_dirty_part(request: CleanRequest, offset_map: OffsetMap, throttle: Throttle, stats: CleanStats) -> int:
     """Map the latest offset of each key in the dirty part; returns where mapping stopped (its
     end, or the first offset whose key found the map full). Aborted transactions are not mapped:
     their records never hide a committed value."""
@@ -372,7 +343,7 @@ class _CleanedWriter:
 
 
 def _clean_group(group: list[SourceSegment], request: CleanRequest, offset_map: OffsetMap, map_end: int,
-                 throttle: IoThrottle, stats: CleanStats) -> None:
+                 throttle: Throttle, stats: CleanStats) -> None:
     """Write the cleaned copy of ``group`` as ``<first base>.{log,index,timeindex}.cleaned``."""
     base = group[0].base_offset
     # A private failure channel: an OSError reaches the event loop, which reports the dir itself.
@@ -386,7 +357,7 @@ def _clean_group(group: list[SourceSegment], request: CleanRequest, offset_map: 
                 stats.bytes_read += header.size
                 kept = _cleaned_batch(header, data, offset_map, map_end, request, stats)
                 if kept is not None:
-                    throttle.acquire(len(kept))
+                    throttle.acquire_blocking(len(kept))
                     writer.write(parse_batch_header(kept), kept)
                     stats.bytes_written += len(kept)
         writer.finish()
@@ -447,7 +418,7 @@ def group_segments(segments: list[SourceSegment], max_bytes: int) -> list[list[S
     return groups
 
 
-def clean_log(request: CleanRequest, throttle: IoThrottle) -> CleanResult:
+def clean_log(request: CleanRequest, throttle: Throttle) -> CleanResult:
     """Map the dirty part, then write every group up to where mapping stopped as .cleaned files."""
     stats = CleanStats()
     offset_map = OffsetMap(request.map_capacity)
@@ -470,7 +441,7 @@ def clean_log(request: CleanRequest, throttle: IoThrottle) -> CleanResult:
     return CleanResult(map_end, written, stats)
 
 
-def _clean_in_process(request: CleanRequest, throttle: IoThrottle, answer: Connection, broker_pid: int) -> None:
+def _clean_in_process(request: CleanRequest, throttle: Throttle, answer: Connection, broker_pid: int) -> None:
     """The entry point of a clean's process: its result, or what went wrong, down the pipe."""
     _die_with_the_broker(broker_pid)
     try:
@@ -575,7 +546,7 @@ class LogCleaner:
         self.config = config
         self.now_ms = now_ms
         self._context: SpawnContext = multiprocessing.get_context(PROCESS_START_METHOD)
-        self.throttle = IoThrottle(config.io_bytes_per_second, self._context)
+        self.throttle = Throttle(config.io_bytes_per_second, self._context)
         self._stop = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

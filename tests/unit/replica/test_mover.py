@@ -1,6 +1,6 @@
 """LogDirMover on real temporary log dirs (LogManager + ReplicaManager, no sockets): byte-for-byte
 copies, appends during a move, cancel and redirect, truncation and retention of the source while
-it is copied, resuming after a restart, failures, log.dir.min.free.bytes, and the Throttle."""
+it is copied, resuming after a restart, failures, log.dir.min.free.bytes, and the throttle's chunks."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from minikafka.replica import log_dir_mover as mover_module
-from minikafka.replica.log_dir_mover import LogDirMover, MoveState, Throttle, copy_range
+from minikafka.replica.log_dir_mover import LogDirMover, MoveState, copy_range
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import LogConfig
 from minikafka.storage.log_manager import LogManager
+from minikafka.storage.throttle import MIN_CHUNK_BYTES
 from protocol.errors import ErrorCode
 from tests.unit.storage.helpers import decode_records, make_batch, read_all
 
@@ -388,25 +389,6 @@ async def test_min_free_bytes_refuses_moves_that_would_cross_it(broker, dirs):
     await finish(broker)
 
 
-async def test_throttle_paces_copies_and_a_new_rate_applies_at_once():
-    throttle = Throttle(4_000_000)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    for _ in range(8):
-        await throttle.acquire(throttle.chunk_bytes())
-    elapsed = loop.time() - started
-    assert throttle.chunk_bytes() == 200_000
-    assert elapsed >= 0.35  # 1.6 MB at 4 MB/s, the first chunk free (no upper bound: a loaded CI host)
-    throttle.set_rate(1)
-    await throttle.acquire(10)  # free: the first booking starts now and takes the next 10 s
-    waiter = asyncio.ensure_future(throttle.acquire(10))  # must wait those 10 s
-    await asyncio.sleep(0)  # one loop turn: the waiter has booked and is sleeping
-    assert not waiter.done()
-    throttle.set_rate(2**63 - 1)
-    await asyncio.wait_for(waiter, 1.0)
-    assert throttle.unlimited and throttle.chunk_bytes() == mover_module.CHUNK_BYTES
-
-
 def test_copy_range_falls_back_to_sendfile(tmp_path, monkeypatch):
     source = tmp_path / "src"
     source.write_bytes(bytes(range(256)) * 100)
@@ -441,8 +423,8 @@ async def test_the_lag_of_a_move_falls_while_a_large_active_segment_copies(dirs)
             assert node.replicas.append("t", 0, make_batch(2, value_size=1000, tag=b"r%d" % i), 1_000).error \
                 == ErrorCode.NONE
         source = node.log()
-        assert len(source.segments) == 1 and source.size_bytes > 10 * mover_module.MIN_CHUNK_BYTES
-        node.mover.throttle.set_rate(mover_module.MIN_CHUNK_BYTES * 20)  # chunks of MIN_CHUNK_BYTES
+        assert len(source.segments) == 1 and source.size_bytes > 10 * MIN_CHUNK_BYTES
+        node.mover.throttle.set_rate(MIN_CHUNK_BYTES * 20)  # chunks of MIN_CHUNK_BYTES
         control = gate(node)
         assert node.mover.move("t", 0, dirs[1]) == ErrorCode.NONE
         lags = []
