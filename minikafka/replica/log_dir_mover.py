@@ -1,14 +1,11 @@
-"""Moves of replicas between the log dirs of this broker (KIP-113): copy, catch up, swap.
+"""Moves of replicas between the log dirs of this broker (KIP-113): when to copy, how fast, and
+what to tell of it.
 
-A move copies a partition's current log into ``<topic>-<partition>.<uuid>-future`` in the
-destination dir, file to file: sealed segments whole (``.log`` with os.copy_file_range, or
-os.sendfile where the kernel refuses it, then ``.index`` and ``.timeindex``), the active segment
-by byte ranges until the copy has caught up.  Record data never passes through Python memory,
-and the future log has exactly the source's segments (same base offsets, same bytes).  Then,
-without yielding the event loop, the last few bytes are copied, the leader-epoch checkpoint and
-a producer snapshot are written, everything is fsynced, and LogManager swaps the future log in
-(crash-safe through its marker file).  Appends wait for that instant only: a produce request is
-never refused because of a move.
+A move copies a partition's current log into its future log in the destination dir (what is
+copied, file by file, and how, is storage/future_log.py's FutureLogCopy), in rounds until the
+copy has caught up.  Then, without yielding the event loop, the copy is completed and
+LogManager swaps the future log in (crash-safe through its marker file).  Appends wait for that
+instant only: a produce request is never refused because of a move.
 
 Threads: every blocking copy, fsync and directory removal runs in the mover's thread pool
 (``num.replica.alter.log.dirs.threads`` workers, and at most that many moves copying at once);
@@ -22,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import errno
+import functools
 import logging
 import os
 import shutil
@@ -34,23 +32,28 @@ from typing import Any, TypeVar
 from prometheus_client import Counter, Gauge
 
 from minikafka.replica.replica_manager import ReplicaManager
-from minikafka.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir_path
-from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.checkpoints import fsync_dir_path
+from minikafka.storage.crash_points import hook_point
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.failure_channel import LogDirFailureChannel
-from minikafka.storage.log import Log, partition_dir_name
-from minikafka.storage.log_manager import FutureLog, LogManager, hook_point
-from minikafka.storage.producer_state import snapshot_file_name
-from minikafka.storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SEGMENT_SUFFIXES,
-    TIME_INDEX_SUFFIX,
-    Segment,
-    segment_name,
+from minikafka.storage.future_log import (
+    CopyDiverged,
+    CopyStep,
+    FutureLog,
+    FutureLogCopy,
+    SourceReadError,
+    copy_files,
+    copy_range,
+    fsync_existing,
+    list_sizes,
+    remove_file,
+    same_tail,
+    source_unreadable,
+    truncate_file,
 )
+from minikafka.storage.log import Log
+from minikafka.storage.log_manager import LogManager
 from minikafka.storage.throttle import UNLIMITED_RATE, Throttle
-from minikafka.storage.txn_index import TXN_INDEX_SUFFIX
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -61,9 +64,6 @@ T = TypeVar("T")
 # The swap copies at most this much while appends wait; a move copies in rounds until the
 # source is within this distance of the copy.
 SWAP_DELTA_BYTES = 1 << 20
-# Bytes compared at the end of each file a resumed move finds, to check that it is a prefix of
-# the source (a crash cannot leave anything else, but a source cut back at recovery can).
-RESUME_CHECK_BYTES = 64 << 10
 METRICS_REFRESH_S = 5.0
 # A private tagged field (DescribeLogDirs v2+, on the current replica's partition entry) that
 # carries why the last move of that replica failed; Kafka clients skip unknown tags.
@@ -112,105 +112,12 @@ class _DirFailed(Exception):
         self.cause = cause
 
 
-# ---- blocking work, run in the mover's threads -------------------------------------------
-
-_COPY_FILE_RANGE_REFUSED = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF)
-_use_copy_file_range = hasattr(os, "copy_file_range")
-
-
-def copy_range(src_fd: int, dst_path: str, offset: int, count: int) -> int:
-    """Copy ``count`` bytes at ``offset`` of ``src_fd`` to the same offset of ``dst_path``,
-    inside the kernel; returns the bytes copied (fewer if the source ends first).  A copy
-    from offset 0 starts the destination afresh."""
-    global _use_copy_file_range
-    fd = os.open(dst_path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if offset == 0 else 0), 0o644)
-    try:
-        done = 0
-        while done < count:
-            n = -1
-            if _use_copy_file_range:
-                try:
-                    n = os.copy_file_range(src_fd, fd, count - done, offset + done, offset + done)
-                except OSError as exc:
-                    if exc.errno not in _COPY_FILE_RANGE_REFUSED:
-                        raise
-                    # Older kernels refuse some file systems (and across them): sendfile still
-                    # copies in the kernel.
-                    log.info("os.copy_file_range refused (%s); moves use os.sendfile", exc.strerror)
-                    _use_copy_file_range = False
-            if n < 0:
-                os.lseek(fd, offset + done, os.SEEK_SET)
-                n = os.sendfile(fd, src_fd, offset + done, count - done)
-            if n == 0:
-                break
-            done += n
-        return done
-    finally:
-        os.close(fd)
-
-
-def copy_file(src_path: str, dst_path: str) -> int:
-    """Copy a whole (small) file in the kernel; returns its size."""
-    src = os.open(src_path, os.O_RDONLY)
-    try:
-        size = os.fstat(src).st_size
-        with open(dst_path, "wb"):
-            pass
-        return copy_range(src, dst_path, 0, size) if size else 0
-    finally:
-        os.close(src)
-
-
-def fsync_paths(paths: list[str]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def fsync_existing(paths: list[str]) -> None:
-    """fsync each file that still exists (a sealed segment may have no index file, and a
-    cancelled move's files may be gone already)."""
-    for path in paths:
-        try:
-            fsync_paths([path])
-        except FileNotFoundError:
-            pass
-
-
-def truncate_file(path: str, size: int) -> None:
-    os.truncate(path, size)
-
-
-def remove_file(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def same_tail(src_fd: int, dst_path: str, size: int) -> bool:
-    """Whether the last bytes (up to RESUME_CHECK_BYTES) of ``dst_path``'s first ``size``
-    bytes equal the source's at the same offsets."""
-    start = max(0, size - RESUME_CHECK_BYTES)
-    with open(dst_path, "rb") as handle:
-        handle.seek(start)
-        ours = handle.read(size - start)
-    return ours == os.pread(src_fd, size - start, start)
-
-
-def list_sizes(dir_path: str) -> dict[str, int]:
-    return {entry.name: entry.stat().st_size for entry in os.scandir(dir_path) if entry.is_file()}
-
-
 # ---- one move ---------------------------------------------------------------------------
 
 
 @dataclass(eq=False)
 class Move:
-    """One partition's move: where from and to, how far the copy is, how it ended.
+    """One partition's move: where from and to, its copy, how it ended.
 
     Owned by the LogDirMover and touched only on the event loop; the copy threads see plain
     values derived from it.
@@ -220,16 +127,10 @@ class Move:
     partition: int
     source_dir: str
     dest_dir: str
-    future: FutureLog
-    source: Log
+    copy: FutureLogCopy
     state: MoveState = MoveState.WAITING
     requested_at: float = field(default_factory=time.monotonic)
-    copied: dict[int, int] = field(default_factory=dict)  # segment base -> bytes of .log copied
-    indexed: set[int] = field(default_factory=set)  # sealed segments with index files copied
-    unsynced: set[int] = field(default_factory=set)  # segments with bytes not fsynced yet
-    unsynced_bytes: int = 0
     bytes_copied: int = 0  # by this run, index files included
-    truncated_from: int | None = None  # set when the source was truncated (re-copy from there)
     error: str | None = None
     swap_ms: float | None = None
     task: asyncio.Task[None] | None = None
@@ -242,10 +143,15 @@ class Move:
 
     @property
     def name(self) -> str:
-        return partition_dir_name(self.topic, self.partition)
+        return self.copy.future.name
 
-    def future_file(self, base: int, suffix: str = LOG_SUFFIX) -> str:
-        return os.path.join(self.future.dir_path, segment_name(base) + suffix)
+    @property
+    def future(self) -> FutureLog:
+        return self.copy.future
+
+    @property
+    def source(self) -> Log:
+        return self.copy.source
 
     @property
     def active(self) -> bool:
@@ -304,7 +210,8 @@ class LogDirMover:
             source = self.log_manager.logs.get(key)
             if source is None:
                 continue
-            self._launch(Move(key[0], key[1], source.log_dir, future.log_dir, future, source))
+            self._launch(Move(key[0], key[1], source.log_dir, future.log_dir,
+                              FutureLogCopy(future, source, self.failure_channel)))
         self._metrics_task = asyncio.get_running_loop().create_task(self._refresh_metrics_periodically())
 
     async def stop(self) -> None:
@@ -357,7 +264,8 @@ class LogDirMover:
             log.error("cannot move %s to %s: %s", current.name, dest_dir, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR
         log.info("moving %s (%d bytes) from %s to %s", current.name, current.size_bytes, current.log_dir, dest_dir)
-        self._launch(Move(topic, partition, current.log_dir, dest_dir, future, current))
+        self._launch(Move(topic, partition, current.log_dir, dest_dir,
+                          FutureLogCopy(future, current, self.failure_channel)))
         return ErrorCode.NONE
 
     def cancel_moves_involving(self, log_dir: str, reason: str) -> list[TopicPartition]:
@@ -383,12 +291,8 @@ class LogDirMover:
 
     def _launch(self, move: Move) -> None:
         self.moves[move.key] = move
-        move.source.on_truncate = lambda offset, move=move: self._source_truncated(move, offset)
+        move.source.on_truncate = move.copy.source_truncated
         move.task = asyncio.get_running_loop().create_task(self._run(move), name=f"move {move.name}")
-
-    @staticmethod
-    def _source_truncated(move: Move, offset: int) -> None:
-        move.truncated_from = offset if move.truncated_from is None else min(move.truncated_from, offset)
 
     async def _run(self, move: Move) -> None:
         assert self._slots is not None
@@ -461,90 +365,38 @@ class LogDirMover:
             return await self._in_thread(fn, *args)
         except OSError as exc:
             destination_side = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
-            if not destination_side and await self._in_thread(self._source_unreadable, src_fd):
+            if not destination_side and await self._in_thread(source_unreadable, src_fd):
                 raise self._report(move.source_dir, exc) from exc
             raise self._report(move.dest_dir, exc) from exc
 
-    @staticmethod
-    def _source_unreadable(fd: int) -> bool:
-        try:
-            os.pread(fd, 1, 0)
-        except OSError:
-            return True
-        return False
-
-    def _source_fd(self, move: Move, segment: Segment) -> int | None:
-        """A private fd of a source segment still in the log (None once retention took it)."""
-        if move.source.closed or not any(s is segment for s in move.source.segments):
-            return None
-        slice_ = segment.slice(0, 0)
-        fd, slice_.fd = slice_.fd, -1
-        return fd
-
     async def _adopt_existing_copy(self, move: Move) -> None:
         """A move resumed at startup: keep what the files of its future dir already hold."""
+        copy = move.copy
         sizes = await self._dest_io(move, list_sizes, move.future.dir_path)
-        by_base = {s.base_offset: s for s in move.source.segments}
-        for name, size in sizes.items():
-            stem, ext = os.path.splitext(name)
-            if ext != LOG_SUFFIX or not stem.isdigit():
-                continue
-            base = int(stem)
-            segment = by_base.get(base)
+        for base, size, segment in copy.found_segments(sizes):
             keep = min(size, segment.size) if segment is not None else 0
             if keep and segment is not None:
-                fd = self._source_fd(move, segment)
+                fd = copy.source_fd(segment)
                 try:
-                    if fd is None or not await self._copy_io(move, fd, same_tail, fd, move.future_file(base), keep):
+                    if fd is None or not await self._copy_io(move, fd, same_tail, fd, copy.log_file(base), keep):
                         keep = 0
                 finally:
                     if fd is not None:
                         os.close(fd)
             if segment is None:
-                for suffix in SEGMENT_SUFFIXES:
-                    await self._dest_io(move, remove_file, move.future_file(base, suffix))
+                for path in copy.segment_files(base):
+                    await self._dest_io(move, remove_file, path)
                 continue
             if keep != size:
-                await self._dest_io(move, truncate_file, move.future_file(base), keep)
-            move.copied[base] = keep
-            move.unsynced.add(base)
+                await self._dest_io(move, truncate_file, copy.log_file(base), keep)
+            copy.adopted(base, keep)
         log.info("resuming the move of %s to %s with %d of %d bytes already copied", move.name, move.dest_dir,
-                 sum(move.copied.values()), move.source.size_bytes)
+                 sum(copy.copied.values()), move.source.size_bytes)
 
-    def _plan(self, move: Move) -> list[tuple[Segment, int, int, bool]]:
-        """(segment, copied, size, sealed) for every source segment with bytes or index files
-        left to copy; forgets copies of segments the source no longer has, re-copies from a
-        truncation point."""
-        segments = move.source.segments
-        if move.truncated_from is not None:
-            # Copies of the segment holding the cut and of later ones start again from 0.
-            cut, move.truncated_from = move.truncated_from, None
-            floor = max((s.base_offset for s in segments if s.base_offset <= cut), default=-1) if cut >= 0 else -1
-            for base in list(move.copied):
-                if floor < 0 or base >= floor:
-                    move.copied[base] = 0
-                    move.indexed.discard(base)
-        bases = {s.base_offset for s in segments}
-        for base in [b for b in move.copied if b not in bases]:
-            del move.copied[base]
-            move.indexed.discard(base)
-            move.unsynced.discard(base)
-            self._forget_file(move, base)
-        work = []
-        for i, segment in enumerate(segments):
-            base = segment.base_offset
-            sealed = i < len(segments) - 1
-            copied = move.copied.setdefault(base, 0)
-            if copied > segment.size:
-                move.copied[base] = copied = 0
-                move.indexed.discard(base)
-            if copied < segment.size or (sealed and base not in move.indexed):
-                work.append((segment, copied, segment.size, sealed))
-        return work
-
-    def _forget_file(self, move: Move, base: int) -> None:
-        for suffix in SEGMENT_SUFFIXES:
-            self._cleanup(move.dest_dir, remove_file, move.future_file(base, suffix))
+    def _plan(self, move: Move) -> list[CopyStep]:
+        """What is left to copy; the files of segments the source no longer has are removed in
+        the background."""
+        return move.copy.plan(functools.partial(self._cleanup, move.dest_dir, remove_file))
 
     async def _copy_until_caught_up(self, move: Move) -> None:
         """Copy in rounds until the source is at most ``swap_delta_bytes`` ahead and everything
@@ -564,28 +416,30 @@ class LogDirMover:
             if pending <= allowance:
                 # The swap copies ``pending`` bytes and flushes the unsynced ones while appends
                 # wait: go when that is small, flush first (appends flowing) when it is not.
-                if pending + move.unsynced_bytes <= allowance and not move.syncs:
+                if pending + move.copy.unsynced_bytes <= allowance and not move.syncs:
                     return
                 await self._sync_all(move)
                 continue
             shortfall = self._room_shortfall(move.dest_dir, pending)
             if shortfall is not None:
                 raise _Stop(f"{move.dest_dir} is too full to take the rest: {shortfall}", keep_files=False)
-            for segment, start, end, sealed in work:
-                await self._copy_segment(move, segment, start, end, sealed)
+            for step in work:
+                await self._copy_segment(move, step)
                 self._check(move)
 
-    async def _copy_segment(self, move: Move, segment: Segment, start: int, end: int, sealed: bool) -> None:
+    async def _copy_segment(self, move: Move, step: CopyStep) -> None:
+        copy = move.copy
+        segment, start, end, sealed = step
         base = segment.base_offset
-        fd = self._source_fd(move, segment)
+        fd = copy.source_fd(segment)
         if fd is None:
             return
         try:
             position = start
-            target = move.future_file(base)
+            target = copy.log_file(base)
             while position < end:
                 self._check(move)
-                if move.truncated_from is not None:
+                if copy.truncated_from is not None:
                     return
                 count = min(self.throttle.chunk_bytes(), end - position)
                 await self.throttle.acquire(count)
@@ -594,9 +448,7 @@ class LogDirMover:
                 if done == 0:
                     break  # the source is shorter than planned: the next round sees why
                 position += done
-                move.copied[base] = position
-                move.unsynced.add(base)
-                move.unsynced_bytes += done
+                copy.chunk_copied(base, position, done)
                 move.bytes_copied += done
                 MOVED_BYTES.inc(done)
                 self._update_progress(move)
@@ -604,29 +456,14 @@ class LogDirMover:
                     hook_point("move.copied_half")
         finally:
             os.close(fd)
-        if sealed and position >= segment.size and base not in move.indexed:
-            if not any(s is segment for s in move.source.segments):
-                return
-            paths = [segment.offset_index.file.path, segment.time_index.file.path, segment.txn_index.path]
-            copied = 0
-            for source_path, suffix in zip(paths, (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX), strict=True):
-                try:
-                    copied += await self._in_thread(copy_file, source_path, move.future_file(base, suffix))
-                except FileNotFoundError:
-                    pass  # renamed by retention, or never written: loading rebuilds a missing index
-                except OSError as exc:
-                    raise self._report(move.dest_dir, exc) from exc
-            move.bytes_copied += copied
-            move.indexed.add(base)
+        if sealed and position >= segment.size and copy.lacks_index_files(segment):
+            move.bytes_copied += await self._dest_io(move, copy_files, copy.index_files(segment))
             # fsync the finished segment while the next one copies
-            files = [move.future_file(base, s) for s in SEGMENT_SUFFIXES]
-            move.unsynced.discard(base)
+            files = copy.sealed_segment_copied(base)
             move.syncs.append(asyncio.ensure_future(self._dest_io(move, fsync_existing, files)))
 
     async def _sync_all(self, move: Move) -> None:
-        files = [move.future_file(base) for base in move.unsynced]
-        move.unsynced.clear()
-        move.unsynced_bytes = 0
+        files = move.copy.take_unsynced()
         syncs, move.syncs = move.syncs, []
         if files:
             syncs.append(asyncio.ensure_future(self._dest_io(move, fsync_existing, files)))
@@ -638,69 +475,18 @@ class LogDirMover:
     # ---- the swap -----------------------------------------------------------------------------
 
     def _swap(self, move: Move) -> Log:
-        """Copy the last bytes and commit the swap, without yielding: no append can slip in
+        """Complete the copy and commit the swap, without yielding: no append can slip in
         between.  Returns the old log (closed; its dir is retired by ``_finish_swap``)."""
         started = time.monotonic()
-        source = move.source
         self._check(move)
-        guard = self._dest_guard(move)
         try:
-            with guard:
-                for segment, start, end, _sealed in self._plan(move):
-                    fd = self._source_fd(move, segment)
-                    if fd is None:
-                        raise _Stop("a segment vanished during the swap", keep_files=False)
-                    try:
-                        if end > start:
-                            try:
-                                done = copy_range(fd, move.future_file(segment.base_offset), start, end - start)
-                            except OSError as exc:
-                                if self._source_unreadable(fd):
-                                    raise self._report(move.source_dir, exc) from exc
-                                raise
-                            if done != end - start:
-                                raise _Stop("the source changed during the swap", keep_files=False)
-                            move.bytes_copied += done
-                            MOVED_BYTES.inc(done)
-                    finally:
-                        os.close(fd)
-                    move.copied[segment.base_offset] = end
-                    move.unsynced.add(segment.base_offset)
-                for segment in source.segments:
-                    if segment.size == 0:  # nothing was copied: create it, or empty a stale copy
-                        open(move.future_file(segment.base_offset), "wb").close()
-                # The record data must be durable before the decision; index files, the epoch
-                # checkpoint and the producer snapshot need not be (recovery rebuilds them).
-                fsync_paths([move.future_file(base) for base in move.unsynced])
-                move.unsynced.clear()
-                move.unsynced_bytes = 0
-                # Index files of the active segment (and of any segment sealed since the last
-                # round) are copied whole: they are small and only ever appended to. The aborted
-                # transactions' index cannot be rebuilt from the records: it is made durable too.
-                txn_indexes = []
-                for segment in source.segments:
-                    base = segment.base_offset
-                    if base not in move.indexed or segment is source.segments[-1]:
-                        for src, suffix in ((segment.offset_index.file.path, INDEX_SUFFIX),
-                                            (segment.time_index.file.path, TIME_INDEX_SUFFIX),
-                                            (segment.txn_index.path, TXN_INDEX_SUFFIX)):
-                            if os.path.exists(src):
-                                copy_file(src, move.future_file(base, suffix))
-                                if suffix == TXN_INDEX_SUFFIX:
-                                    txn_indexes.append(move.future_file(base, suffix))
-                        if segment is not source.segments[-1]:
-                            move.indexed.add(base)
-                fsync_paths(txn_indexes)
-                epochs = os.path.join(source.dir_path, LEADER_EPOCH_CHECKPOINT)
-                if os.path.exists(epochs):
-                    copy_file(epochs, os.path.join(move.future.dir_path, LEADER_EPOCH_CHECKPOINT))
-                with open(os.path.join(move.future.dir_path, snapshot_file_name(source.log_end_offset)), "wb") as f:
-                    f.write(source.producer_state.encode())
-                for segment in source.segments:
-                    size = os.stat(move.future_file(segment.base_offset)).st_size
-                    if size != segment.size:
-                        raise _Stop(f"the copy of segment {segment.base_offset} has {size} bytes, the source "
-                                    f"{segment.size}", keep_files=False)
+            try:
+                move.copy.complete(functools.partial(self._cleanup, move.dest_dir, remove_file),
+                                   functools.partial(self._count_copied, move))
+            except SourceReadError as exc:
+                raise self._report(move.source_dir, exc.cause) from exc
+            except CopyDiverged as exc:
+                raise _Stop(str(exc), keep_files=False) from exc
             hook_point("swap.future_complete")
             new_log, old_log = self.log_manager.commit_future_log(*move.key)
         except KafkaStorageError as exc:
@@ -711,6 +497,11 @@ class LogDirMover:
         move.swap_ms = (time.monotonic() - started) * 1000
         move.source.on_truncate = None
         return old_log
+
+    @staticmethod
+    def _count_copied(move: Move, nbytes: int) -> None:
+        move.bytes_copied += nbytes
+        MOVED_BYTES.inc(nbytes)
 
     async def _finish_swap(self, move: Move, old_log: Log) -> None:
         """Retire the old dir and rename the copy, appends flowing meanwhile (a crash now is
@@ -741,9 +532,6 @@ class LogDirMover:
         elapsed = time.monotonic() - move.requested_at
         log.info("moved %s from %s to %s: %d bytes in %.1f s; appends waited %.1f ms for the swap",
                  move.name, move.source_dir, move.dest_dir, move.bytes_copied, elapsed, move.swap_ms or 0.0)
-
-    def _dest_guard(self, move: Move) -> DirGuard:
-        return DirGuard(move.dest_dir, self.failure_channel, move.name)
 
     # ---- endings ------------------------------------------------------------------------------
 
@@ -821,27 +609,8 @@ class LogDirMover:
     # ---- progress and metrics -------------------------------------------------------------------
 
     def _update_progress(self, move: Move) -> None:
-        """Size and log end of the copy as DescribeLogDirs reports them."""
-        future = move.future
-        future.size_bytes = sum(move.copied.values())
-        end = move.source.log_start_offset
-        segments = move.source.segments
-        for i, segment in enumerate(segments):
-            copied = move.copied.get(segment.base_offset, 0)
-            if copied < segment.size:
-                # Inside a segment being copied the copy holds every batch that ends below the
-                # bytes copied: the lag falls as a large (active) segment copies, not at its end.
-                try:
-                    boundary = segment.boundary_at_or_below(copied)
-                    if boundary > 0:
-                        end = max(end, segment.header_at(boundary).base_offset if boundary < segment.size
-                                  else segment.next_offset)
-                except KafkaStorageError:
-                    pass  # the source dir failed: the move itself stops on that
-                break
-            end = segments[i + 1].base_offset if i + 1 < len(segments) else move.source.log_end_offset
-        future.log_end_offset = end
-        lag = max(0, move.source.log_end_offset - end)
+        """Size and log end of the copy as DescribeLogDirs reports them, and its lag metric."""
+        lag = move.copy.update_progress()
         FUTURE_REPLICA_LAG.labels(move.topic, str(move.partition)).set(lag)
         self._lag_labels.add(move.key)
 

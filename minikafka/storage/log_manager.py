@@ -48,6 +48,7 @@ from minikafka.storage.errors import (
     NoLiveLogDirError,
 )
 from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.future_log import FutureLog
 from minikafka.storage.log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -83,31 +84,6 @@ ROOM_PROBE_BYTES = 64 * 1024
 MOVE_MARKER_FILE = "minikafka-move-committed.json"
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(eq=False)
-class FutureLog:
-    """The destination of a move between log dirs: ``<topic>-<partition>.<uuid>-future``.
-
-    Registered in ``LogManager.future_logs`` from its creation (or from a startup that found
-    it, to resume the move) until it replaces the current log or is dropped.  Only the
-    LogDirMover writes its files (from its copy threads) and sets ``size_bytes`` and
-    ``log_end_offset`` (from the event loop) as the copy progresses; the LogManager creates,
-    registers, drops and swaps it, on the event loop.
-    """
-
-    topic: str
-    partition: int
-    topic_id: uuid.UUID
-    log_dir: str
-    dir_path: str
-    size_bytes: int = 0
-    log_end_offset: int = 0
-    resumed: bool = False  # found at startup: its files hold an earlier run's copy
-
-    @property
-    def name(self) -> str:
-        return partition_dir_name(self.topic, self.partition)
 
 
 @dataclass(frozen=True)
@@ -637,11 +613,12 @@ class LogManager:
 
     # ---- moves between log dirs (KIP-113) ----------------------------------------------
     #
-    # A move copies the current log of a partition into a future dir in another log dir (the
-    # LogDirMover does the copying) and then swaps it in.  The swap, and a startup after a crash
-    # at any instant of it, go through the marker file written into the future dir first:
+    # A move copies the current log of a partition into a future dir in another log dir (a
+    # FutureLogCopy of future_log.py does, driven by the LogDirMover) and then swaps it in.  The
+    # swap, and a startup after a crash at any instant of it, go through the marker file written
+    # into the future dir first:
     #
-    #   1. the future dir is a complete, durable image of the current log (the mover's job);
+    #   1. the future dir is a complete, durable image of the current log (FutureLogCopy.complete);
     #   2. ``commit_future_log``: write MOVE_MARKER_FILE into it (atomic, fsynced) and serve the
     #      partition from the future dir: the swap is decided, appends go there from now on;
     #   3. ``retire_moved_source``: rename the old dir ``-delete`` in the source dir;

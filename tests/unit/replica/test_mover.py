@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from minikafka.replica import log_dir_mover as mover_module
-from minikafka.replica.log_dir_mover import LogDirMover, MoveState, copy_range
+from minikafka.replica.log_dir_mover import LogDirMover, MoveState
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import LogConfig
@@ -387,27 +387,6 @@ async def test_min_free_bytes_refuses_moves_that_would_cross_it(broker, dirs):
     broker.manager.min_free_bytes = 1
     assert broker.mover.move("t", 0, dirs[1]) == ErrorCode.NONE
     await finish(broker)
-
-
-def test_copy_range_falls_back_to_sendfile(tmp_path, monkeypatch):
-    source = tmp_path / "src"
-    source.write_bytes(bytes(range(256)) * 100)
-    target = str(tmp_path / "dst")
-
-    def refused(*args, **kwargs):
-        raise OSError(errno.EXDEV, "Invalid cross-device link")
-
-    monkeypatch.setattr(os, "copy_file_range", refused)
-    monkeypatch.setattr(mover_module, "_use_copy_file_range", True)
-    fd = os.open(source, os.O_RDONLY)
-    try:
-        assert copy_range(fd, target, 0, 10_000) == 10_000
-        assert copy_range(fd, target, 10_000, 90_000) == 15_600
-    finally:
-        os.close(fd)
-    assert not mover_module._use_copy_file_range
-    with open(target, "rb") as handle:
-        assert handle.read() == source.read_bytes()
 
 
 async def test_the_lag_of_a_move_falls_while_a_large_active_segment_copies(dirs):

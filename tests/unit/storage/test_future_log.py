@@ -1,5 +1,5 @@
-"""LogManager's side of moves between log dirs: future logs, the crash-safe swap, startup
-after a crash at every step of it, placement by free room and log.dir.min.free.bytes."""
+"""Moves between log dirs in storage: future logs, the crash-safe swap, startup after a crash at
+every step of it, placement by free room and log.dir.min.free.bytes, and the kernel copy of files."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import uuid
 
 import pytest
 
+from minikafka.storage import future_log as future_log_module
 from minikafka.storage import log_manager as log_manager_module
 from minikafka.storage.errors import InconsistentMetadataError, KafkaStorageError, NoLiveLogDirError
 from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.future_log import copy_range
 from minikafka.storage.log import LogConfig, parse_future_dir
 from minikafka.storage.log_manager import MOVE_MARKER_FILE, DirUsage, LogManager
 from tests.unit.storage.helpers import decode_records, make_batch, read_all
@@ -357,3 +359,24 @@ def test_a_preferred_dir_is_used_once(dirs, managers):
     manager.take_dir_offline(dirs[1])
     assert manager.get_or_create_log("p", 1, TOPIC).log_dir != dirs[1]
     assert manager.preferred_log_dirs == {}
+
+
+def test_copy_range_falls_back_to_sendfile(tmp_path, monkeypatch):
+    source = tmp_path / "src"
+    source.write_bytes(bytes(range(256)) * 100)
+    target = str(tmp_path / "dst")
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refused)
+    monkeypatch.setattr(future_log_module, "_use_copy_file_range", True)
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        assert copy_range(fd, target, 0, 10_000) == 10_000
+        assert copy_range(fd, target, 10_000, 90_000) == 15_600
+    finally:
+        os.close(fd)
+    assert not future_log_module._use_copy_file_range
+    with open(target, "rb") as handle:
+        assert handle.read() == source.read_bytes()
