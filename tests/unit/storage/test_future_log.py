@@ -15,7 +15,7 @@ from minikafka.storage import future_log as future_log_module
 from minikafka.storage import log_manager as log_manager_module
 from minikafka.storage.errors import InconsistentMetadataError, KafkaStorageError, NoLiveLogDirError
 from minikafka.storage.failure_channel import LogDirFailureChannel
-from minikafka.storage.future_log import copy_range
+from minikafka.storage.future_log import FutureLogCopy, copy_range
 from minikafka.storage.log import LogConfig, parse_future_dir
 from minikafka.storage.log_manager import MOVE_MARKER_FILE, DirUsage, LogManager
 from tests.unit.storage.helpers import decode_records, make_batch, read_all
@@ -135,6 +135,58 @@ def test_swap_puts_the_copy_in_place_with_every_offset(dirs, managers):
         assert "t 0 3" in handle.read()
     new.append_as_leader(make_batch(1, tag=b"after"), 0, 5_000)
     assert decode_records(read_all(new))[-1][2].startswith(b"after")
+
+
+def test_a_copy_completed_at_once_is_a_byte_image_of_the_source(dirs, managers):
+    channel = LogDirFailureChannel()
+    manager = start(dirs, managers, channel)
+    log = filled_log(manager, dirs)
+    log.high_watermark = log.log_end_offset
+    log.flush()
+    copy = FutureLogCopy(manager.create_future_log("t", 0, dirs[1]), log, channel)
+    assert copy.update_progress() == log.log_end_offset  # nothing copied yet
+    counted: list[int] = []
+    discarded: list[str] = []
+    copy.complete(discarded.append, counted.append)
+    assert sum(counted) == log.size_bytes and discarded == [] and copy.update_progress() == 0
+    assert copy.future.size_bytes == log.size_bytes and copy.future.log_end_offset == log.log_end_offset
+
+    def files(path):
+        return {name: open(os.path.join(path, name), "rb").read() for name in os.listdir(path)
+                if name.endswith((".log", ".index", ".timeindex")) or name == "leader-epoch-checkpoint"}
+
+    assert files(copy.future.dir_path) == files(log.dir_path)
+    snapshot = os.path.join(copy.future.dir_path, f"{log.log_end_offset:020d}.snapshot")
+    with open(snapshot, "rb") as handle:
+        assert handle.read() == log.producer_state.encode()
+    expected = decode_records(read_all(log))
+    new, _ = manager.replace_current_with_future("t", 0)
+    assert decode_records(read_all(new)) == expected
+
+
+def test_a_copy_follows_the_source_cut_back_and_drops_segments_it_lost(dirs, managers):
+    channel = LogDirFailureChannel()
+    manager = start(dirs, managers, channel)
+    log = filled_log(manager, dirs)
+    copy = FutureLogCopy(manager.create_future_log("t", 0, dirs[1]), log, channel)
+    for segment, start_at, end, sealed in copy.plan(lambda path: None):
+        copy.chunk_copied(segment.base_offset, end, end - start_at)
+        if sealed:
+            copy.sealed_segment_copied(segment.base_offset)
+    assert copy.plan(lambda path: None) == []
+    gone = log.segments[-1].base_offset
+    cut = log.segments[-2].base_offset + 2  # keeps the segment's first batch (of two records)
+    log.on_truncate = copy.source_truncated
+    size = log.segments[-2].size
+    log.truncate_to(cut)
+    assert copy.truncated_from == cut and log.segments[-1].base_offset == cut - 2
+    log.append_as_leader(make_batch(2, value_size=120, tag=b"x%d" % (cut // 2)), 0, 2_000)
+    assert log.segments[-1].size == size  # rewritten: same size, other bytes
+    discarded: list[str] = []
+    # The segment holding the cut is copied again from its start; the one the source lost goes.
+    assert [(s.base_offset, start_at, end) for s, start_at, end, _ in copy.plan(discarded.append)] == [
+        (cut - 2, 0, log.segments[-1].size)]
+    assert gone not in copy.copied and discarded == copy.segment_files(gone)
 
 
 @pytest.mark.parametrize("point", ["swap.marker_written", "swap.source_retired", "swap.future_promoted",
