@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from multiprocessing.context import BaseContext
 from typing import Any
 
@@ -77,32 +78,32 @@ class Throttle:
             return CHUNK_BYTES
         return int(max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, self._rate.value // 20)))
 
-    def _book(self, nbytes: int, now: float) -> tuple[float, int] | None:
-        """Book the next ``nbytes / rate`` seconds: (when the slot starts, the rate's generation),
-        or None when unlimited."""
+    def _book(self, nbytes: int, clock: Callable[[], float]) -> tuple[float, float, int] | None:
+        """Book the next ``nbytes / rate`` seconds: (now, when the slot starts, the rate's
+        generation), or None when unlimited (the clock is not even read then)."""
         with self._rate.get_lock():
             rate = self._rate.value
             if rate >= UNLIMITED_RATE:
                 return None
+            now = clock()
             start = max(now, self._next.value)
             self._next.value = start + nbytes / rate
-            return start, self._generation.value
+            return now, start, self._generation.value
 
     async def acquire(self, nbytes: int) -> None:
         """Wait (on the event loop) for a slot of ``nbytes``; a rate change ends the wait."""
         if nbytes <= 0:
             return
         loop = asyncio.get_running_loop()
-        booked = self._book(nbytes, loop.time())
+        booked = self._book(nbytes, loop.time)
         if booked is None:
             return
-        start, generation = booked
+        _, start, generation = booked
         while (delay := start - loop.time()) > 0 and generation == self._generation.value:
             await asyncio.sleep(min(delay, 0.1))
 
     def acquire_blocking(self, nbytes: int) -> None:
         """Sleep (a thread or a process of its own) until the slot of ``nbytes`` starts."""
-        now = time.monotonic()
-        booked = self._book(nbytes, now)
-        if booked is not None and booked[0] > now:
-            time.sleep(booked[0] - now)
+        booked = self._book(nbytes, time.monotonic)
+        if booked is not None and booked[1] > booked[0]:
+            time.sleep(booked[1] - booked[0])
