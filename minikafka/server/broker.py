@@ -80,6 +80,7 @@ class Broker:
         self.inter_broker_listener = config.inter_broker_listener_name
         self._server_sockets: dict[str, socket.socket] = {}
         self._connections: set[asyncio.Task[None]] = set()
+        self._open_connections: set[Connection] = set()
         self._background: list[asyncio.Task[None]] = []
         self._metrics_server: Any = None
         self.membership: ClusterMembership | None = None
@@ -392,7 +393,37 @@ class Broker:
         connection = Connection(stream, peer, dispatch, self.config["socket.request.max.bytes"],
                                 self.config["queued.max.requests"], admit)
         session.attach(connection)
-        await connection.serve()
+        self._open_connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            self._open_connections.discard(connection)
+
+    async def _hand_over_leaderships(self) -> None:
+        """After a controlled shutdown, wait (a bounded time) for the controller's LeaderAndIsr
+        that makes this broker a follower of what it led: only then do the producers waiting on
+        it get NOT_LEADER_OR_FOLLOWER with the new leader (KIP-951) and move on at once."""
+        def leading_replicated() -> int:
+            return sum(1 for p in self.replica_manager.partitions.values() if p.is_leader and len(p.isr) > 1)
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HAND_OVER_WAIT_S
+        while (count := leading_replicated()) and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        if count:
+            log.warning("stopping while still leading %d partition(s) with other in-sync replicas: the "
+                        "controller's handover did not arrive within %.0f s", count, HAND_OVER_WAIT_S)
+
+    async def _close_connections(self) -> None:
+        """Every client connection answers the requests it has read, then closes; one that cannot
+        within a short grace is cut."""
+        for connection in list(self._open_connections):
+            connection.stop_reading()
+        if self._connections:
+            _, late = await asyncio.wait(list(self._connections), timeout=CONNECTION_GRACE_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
 
     def _dispatcher_for(self, session: Session, listener: str) -> tuple[Any, Any]:
         """A dispatch function whose handlers see the connection's session and listener; requests
@@ -428,13 +459,13 @@ class Broker:
         log.info("broker %d shutting down", self.config.broker_id)
         if self.membership is not None:
             await self.membership.controlled_shutdown()
+            await self._hand_over_leaderships()
         for task in self._background:
             task.cancel()
         for sock in self._server_sockets.values():
             sock.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._background, *self._connections, return_exceptions=True)
+        await self._close_connections()
+        await asyncio.gather(*self._background, return_exceptions=True)
         self.group_coordinator.shutdown()
         await self.txn_coordinator.shutdown()
         self.txn_connections.close()
@@ -456,6 +487,10 @@ class Broker:
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
 
+# How long a stopping broker waits for the controller to hand its leaderships over, and for its
+# connections to send the answers they owe.
+HAND_OVER_WAIT_S = 5.0
+CONNECTION_GRACE_S = 2.0
 # The controller's requests: a cluster broker serves them, an embedded one has no controller but itself.
 CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 73})
 BALANCER_ENABLE = "log.dirs.balancer.enable"

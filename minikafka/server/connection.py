@@ -61,13 +61,28 @@ class Connection:
         # v0 SaslHandshake; and a refused authentication, whose answer is the last thing sent.
         self.raw_frames: Callable[[bytes], Coroutine[Any, Any, ResponseParts]] | None = None
         self._close_after: asyncio.Future[ResponseParts] | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    def stop_reading(self) -> None:
+        """Broker shutdown: read no further request, answer those already read, then close.
+        A producer waiting on a leadership this broker has just handed over gets its
+        NOT_LEADER_OR_FOLLOWER, with the new leader, instead of a dropped connection."""
+        if self._reader is not None:
+            self._reader.cancel()
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         CURRENT_SCOPE.set(self._waits)  # inherited by every request task started below
         writer = loop.create_task(self._write_loop())
+        reader = self._reader = loop.create_task(self._read_loop())
         try:
-            await self._read_loop()
+            try:
+                await reader
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                self.close_reason = "broker shutting down"  # stop_reading: the answers still go out
         except (ConnectionError, OSError) as exc:
             self.close_reason = f"connection error: {exc}"
         except ProtocolError as exc:
