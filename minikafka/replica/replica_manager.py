@@ -8,7 +8,6 @@ so no lock is needed; a Log is only touched through its Partition.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import time
 import uuid
@@ -67,10 +66,6 @@ ROLE_TRANSITIONS: dict[Role | None, frozenset[Role]] = {
 }
 
 
-# Kafka's replica.fetch.max.bytes: what a follower is assumed to fetch per partition until it says.
-DEFAULT_REPLICA_FETCH_BYTES = 1048576
-
-
 @dataclass
 class FollowerState:
     """What the leader knows of one follower, from its fetches."""
@@ -81,8 +76,6 @@ class FollowerState:
     # The leader's log end offset when the follower last fetched, and when that was.
     leader_end_at_last_fetch: int = -1
     last_fetch_ms: int = 0
-    # The bytes of this partition the follower asks for per fetch (its replica.fetch.max.bytes).
-    fetch_max_bytes: int = DEFAULT_REPLICA_FETCH_BYTES
 
 
 @dataclass(frozen=True)
@@ -200,16 +193,14 @@ class Partition:
             return True
         return False
 
-    def update_follower(self, broker_id: int, fetch_offset: int, now: int, fetch_max_bytes: int | None = None) -> bool:
-        """A follower fetched from ``fetch_offset`` (asking for up to ``fetch_max_bytes``): it has
-        everything below it. Returns True when that moved the high watermark."""
+    def update_follower(self, broker_id: int, fetch_offset: int, now: int) -> bool:
+        """A follower fetched from ``fetch_offset``: it has everything below it. Returns True
+        when that moved the high watermark."""
         follower = self.followers.get(broker_id)
         if follower is None:
             if broker_id not in self.replicas:
                 return False
             follower = self.followers[broker_id] = FollowerState()
-        if fetch_max_bytes is not None and fetch_max_bytes > 0:
-            follower.fetch_max_bytes = fetch_max_bytes
         leader_end = self.log.log_end_offset
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = now
@@ -221,27 +212,6 @@ class Partition:
         if broker_id not in self.isr and self._caught_up(follower):
             self._propose(tuple(sorted({*self.isr, broker_id}, key=self._replica_order)))
         return self._advance_high_watermark()
-
-    def has_replication_room(self, size: int) -> bool:
-        """Whether ``size`` more bytes appended now leave the records the ISR has not all
-        replicated yet (from the high watermark to the log end) within one fetch of every in-sync
-        follower.
-
-        A follower counts as caught up only when one fetch brings it to where the leader's log
-        ended at its previous fetch (Kafka's lastCaughtUpTimeMs). Producers waiting with acks=all
-        keep their in-flight batches appended above the high watermark; once those exceed a
-        follower's fetch size, the follower, replicating as fast as it can, is never caught up
-        and leaves the ISR after replica.lag.time.max.ms. So acks=all appends wait for room
-        (see ReplicaManager.wait_for_replication_room); an empty backlog always has room, for a
-        batch larger than a fetch."""
-        if not self.is_leader or len(self.maximal_isr) <= 1:
-            return True
-        log_ = self.log
-        if log_.high_watermark >= log_.log_end_offset:
-            return True
-        fetch_bytes = min((self.followers[b].fetch_max_bytes for b in self.maximal_isr if b in self.followers),
-                          default=DEFAULT_REPLICA_FETCH_BYTES)
-        return log_.size_bytes - log_.bytes_below(log_.high_watermark) + size <= fetch_bytes
 
     def _caught_up(self, follower: FollowerState) -> bool:
         """Kafka's rule to join the ISR: at the high watermark, and past the start of the
@@ -397,8 +367,6 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}  # -> why, for operators
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
-        # Per partition, the acks=all produces waiting for room in its replication, in arrival order.
-        self._room_queues: dict[TopicPartition, collections.deque[object]] = {}
         # Topics only the broker itself writes (the group coordinator's __consumer_offsets).
         self.internal_topics: frozenset[str] = frozenset()
         # How a leader's ISR change is recorded (cluster mode: a conditional ZooKeeper write);
@@ -683,47 +651,6 @@ class ReplicaManager:
                 return
             await self._wait_for_data([key], remaining)
 
-    def replication_room(self, writes: Iterable[tuple[str, int, int]], turn: object | None = None
-                         ) -> list[TopicPartition]:
-        """Of ``writes`` ((topic, partition, bytes) an acks=all produce appends), the partitions
-        led here that have no room for them yet (Partition.has_replication_room), or where
-        another produce waits for room ahead of ``turn``."""
-        full: list[TopicPartition] = []
-        for topic, index, size in writes:
-            key = (topic, index)
-            partition = self.partitions.get(key)
-            if partition is None:
-                continue
-            queue = self._room_queues.get(key)
-            if (queue and queue[0] is not turn) or not partition.has_replication_room(size):
-                full.append(key)
-        return full
-
-    async def wait_for_replication_room(self, writes: list[tuple[str, int, int]], timeout_ms: int) -> None:
-        """Wait, up to ``timeout_ms``, until every partition of ``writes`` has room for them: the
-        high watermark moves up, the ISR changes or leadership moves away. Produces waiting for
-        the same partition go in the order they came, so that none is passed over for ever.
-        After the timeout the produce goes ahead (and waits for its replication as usual)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        turn = object()
-        keys = list(dict.fromkeys((topic, index) for topic, index, _ in writes))
-        for key in keys:
-            self._room_queues.setdefault(key, collections.deque()).append(turn)
-        try:
-            while full := self.replication_room(writes, turn):
-                remaining = deadline - loop.time()
-                if remaining <= 0 or client_gone():
-                    return
-                await self._wait_for_data(full, remaining)
-        finally:
-            for key in keys:
-                queue = self._room_queues[key]
-                queue.remove(turn)
-                if not queue:
-                    del self._room_queues[key]
-                self._wake(key)  # the next in line looks again
-
     # --- the leader's view of its followers --------------------------------------------------
     def shrink_isrs(self, now: int, max_lag_ms: int) -> None:
         """Propose to drop from each ISR the followers that stopped keeping up."""
@@ -812,7 +739,7 @@ class ReplicaManager:
             # follower's state after a read that succeeded): one past the end comes from a log
             # that diverged and has not truncated yet, and must not count as caught up.
             if (follower and log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset
-                    and partition.update_follower(request.replica_id, request.fetch_offset, now, request.max_bytes)):
+                    and partition.update_follower(request.replica_id, request.fetch_offset, now)):
                 self._wake(key)
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset

@@ -42,7 +42,7 @@ from minikafka.server.cluster_membership import ClusterMembership
 from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import ControllerCommands
-from minikafka.server.handlers import HANDLERS, produce
+from minikafka.server.handlers import HANDLERS
 from minikafka.server.log_dir_reports import LogDirReports
 from minikafka.server.metrics import export_catch_up
 from minikafka.storage.background_io import BackgroundIo
@@ -389,9 +389,8 @@ class Broker:
         except (TlsHandshakeFailed, OpenFailed) as exc:
             log.info("closing connection from %s on listener %s: %s", peer, listener, exc)
             return
-        dispatch, admit = self._dispatcher_for(session, listener)
-        connection = Connection(stream, peer, dispatch, self.config["socket.request.max.bytes"],
-                                self.config["queued.max.requests"], admit)
+        connection = Connection(stream, peer, self._dispatcher_for(session, listener),
+                                self.config["socket.request.max.bytes"], self.config["queued.max.requests"])
         session.attach(connection)
         self._open_connections.add(connection)
         try:
@@ -425,11 +424,9 @@ class Broker:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
 
-    def _dispatcher_for(self, session: Session, listener: str) -> tuple[Any, Any]:
+    def _dispatcher_for(self, session: Session, listener: str) -> Any:
         """A dispatch function whose handlers see the connection's session and listener; requests
-        the session does not admit yet (before SASL authentication) close the connection. With it,
-        the admission of a request before it starts (an acks=all produce waits for room in the
-        replication of its partitions)."""
+        the session does not admit yet (before SASL authentication) close the connection."""
         context = dataclasses.replace(self.context, client_host=session.client_host, listener_name=listener,
                                       session=session)
 
@@ -440,12 +437,7 @@ class Broker:
             session.admit(request)
             return handler(request, context)
 
-        def admit(request: Request) -> Any:
-            if request.api_key != produce.API_KEY:
-                return None
-            return produce.replication_room(request, context)
-
-        return dispatch, admit
+        return dispatch
 
     async def _every(self, interval_ms: int, action: Any) -> None:
         while True:

@@ -44,15 +44,10 @@ class Connection:
     """Serves the requests of one client socket. Touched only by its own two tasks."""
 
     def __init__(self, stream: ClientStream, peer: str, dispatch: Callable[[Request], Awaitable[Any]],
-                 max_frame_size: int, max_in_flight: int,
-                 admit: Callable[[Request], Awaitable[None] | None] | None = None) -> None:
+                 max_frame_size: int, max_in_flight: int) -> None:
         self.stream = stream
         self.peer = peer
         self._dispatch = dispatch
-        # What a request may have to wait for before it starts (acks=all produce: room in the
-        # partitions' replication); this connection reads nothing more meanwhile, as a Kafka
-        # broker reads nothing more from a connection whose request is being processed.
-        self._admit = admit
         self._decoder = FrameDecoder(max_frame_size, RECV_SIZE)
         self._pending: asyncio.Queue[asyncio.Future[ResponseParts] | None] = asyncio.Queue(max_in_flight)
         self.close_reason: str | None = None
@@ -109,7 +104,7 @@ class Connection:
             if not count:
                 return
             for payload in self._decoder.wrote(count):
-                await self._pending.put(await self._start(payload))
+                await self._pending.put(self._start(payload))
 
     def limit_frames(self, max_frame_size: int) -> None:
         """A larger frame from now on closes the connection."""
@@ -119,9 +114,8 @@ class Connection:
         """Called by a request's handler: close once its response is sent."""
         self._close_after = asyncio.current_task()
 
-    async def _start(self, payload: bytes) -> asyncio.Future[ResponseParts]:
-        """Parse one frame and start its handler once admitted; the future yields the framed
-        response parts."""
+    def _start(self, payload: bytes) -> asyncio.Future[ResponseParts]:
+        """Parse one frame and start its handler; the future yields the framed response parts."""
         loop = asyncio.get_running_loop()
         if self.raw_frames is not None:
             return loop.create_task(self.raw_frames(payload))
@@ -135,9 +129,6 @@ class Connection:
                 return _done(loop, [encode_api_versions_fallback(header.correlation_id)])
             raise ProtocolError(f"unsupported version {header.api_version} of api {header.api_key}") from exc
         started = time.perf_counter()
-        waiting = self._admit(request) if self._admit is not None else None
-        if waiting is not None:
-            await waiting
         return loop.create_task(self._handle(request, self._dispatch(request), started))
 
     async def _handle(self, request: Request, handling: Awaitable[Any], started: float) -> ResponseParts:

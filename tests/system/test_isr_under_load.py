@@ -1,8 +1,9 @@
 """A leader saturated by acks=all producers keeps its healthy followers in sync.
 
-Issue 37 item 7: during a produce burst of some hundred megabytes to one partition the ISR
-shrank to the leader alone and producers got NOT_ENOUGH_REPLICAS, though nothing was wrong with
-the followers: they were starved by the leader. Here confluent-kafka producers push as fast as
+During a produce burst of some hundred megabytes to one partition the ISR shrank to the leader
+alone and producers got NOT_ENOUGH_REPLICAS, though the followers replicated flat out: the
+producers' in-flight batches above the high watermark outgrew a follower's 1 MiB fetch, so no
+fetch ever reached where the leader's log had ended at the one before. Here confluent-kafka producers push as fast as
 they can into one RF 3 partition for a while, with replica.lag.time.max.ms at the system tests'
 3 s (so a starved follower drops out within seconds), and the ISR must stay whole throughout:
 no ISR change in the leader's log, every Metadata answer lists all three in sync, and not one

@@ -121,28 +121,6 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
         {"node_id": e.broker_id, "host": e.host, "port": e.port, "rack": e.rack} for e in endpoints if e is not None]}
 
 
-def replication_room(request: Request, ctx: BrokerContext) -> Awaitable[None] | None:
-    """For an acks=all Produce whose batches would pile up more unreplicated records in a
-    partition than its in-sync followers fetch at once: the wait for room, which the connection
-    makes before it starts this request (so its requests still append in order). None when there
-    is room, as almost always."""
-    body = request.body
-    if body.acks != -1:
-        return None
-    writes: list[tuple[str, int, int]] = []
-    for topic_data in body.topic_data:
-        if request.api_version >= 13:
-            topic = ctx.metadata.topic_by_id(topic_data.topic_id)
-            name = topic.name if topic is not None else None
-        else:
-            name = topic_data.name
-        if name is not None:
-            writes.extend((name, data.index, len(data.records or b"")) for data in topic_data.partition_data)
-    if not ctx.replica_manager.replication_room(writes):
-        return None
-    return ctx.replica_manager.wait_for_replication_room(writes, body.timeout_ms)
-
-
 async def _topic_name(topic_data: Any, by_id: bool, ctx: BrokerContext) -> str | None:
     """The topic's name; auto-creates a topic named by a v0-12 request when the broker allows it."""
     if by_id:

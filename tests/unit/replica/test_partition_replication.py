@@ -140,22 +140,3 @@ def test_elections_pick_the_first_eligible_replica() -> None:
     assert elections.preferred_replica(replicas, (1, 2), {1, 2}) == elections.Election(2, (1, 2))
     assert elections.preferred_replica(replicas, (1, 3), {1, 2, 3}) is None, "the preferred replica lags"
     assert elections.without_replica((3,), 3) == (3,), "the last ISR member stays"
-
-
-def test_unreplicated_records_stay_within_one_fetch_of_every_in_sync_follower(leader: Partition) -> None:
-    """Issue 37 item 7: acks=all appends wait while the records above the high watermark would
-    exceed what an in-sync follower fetches at once, so that a follower fetching continuously
-    is caught up at every fetch (Kafka's lastCaughtUpTimeMs rule) and stays in the ISR."""
-    batch = make_batch(10)
-    leader.update_follower(F1, 0, now=1, fetch_max_bytes=len(batch) * 2)
-    leader.update_follower(F2, 0, now=1, fetch_max_bytes=len(batch) * 3)
-    assert leader.has_replication_room(len(batch) * 5), "nothing unreplicated: room even for more than a fetch"
-    leader.append(batch, now=2)
-    assert leader.has_replication_room(len(batch)), "two batches are one fetch of the smaller follower"
-    leader.append(make_batch(10), now=2)
-    assert not leader.has_replication_room(len(batch)), "a third would not be"
-    # Both followers fetch all of it: each is caught up, by the previous fetch's leader end.
-    leader.update_follower(F1, 20, now=3)
-    leader.update_follower(F2, 20, now=3)
-    assert leader.out_of_sync(now=3 + LAG_MS, max_lag_ms=LAG_MS) == ()
-    assert leader.has_replication_room(len(batch) * 2)
