@@ -305,11 +305,7 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("replica.lag.time.max.ms", _parse_int, 30000,
                   "a follower that has not caught up for this long leaves the ISR", lambda v: v >= 1, "must be >= 1"),
-        # Ten times Kafka's 1 MiB: producers waiting on acks=all keep their in-flight batches above
-        # the high watermark, several MiB on a busy partition, and a follower whose fetch cannot
-        # take them all never reaches where the leader's log ended at its last fetch (Kafka's
-        # caught-up rule), so it left the ISR while replicating flat out.
-        ConfigDef("replica.fetch.max.bytes", _parse_int, 10485760, "bytes a follower fetches per partition",
+        ConfigDef("replica.fetch.max.bytes", _parse_int, 1048576, "bytes a follower fetches per partition",
                   lambda v: v >= 0, "must be >= 0"),
         ConfigDef("replica.fetch.response.max.bytes", _parse_int, 10485760, "bytes a follower fetches per request",
                   lambda v: v >= 0, "must be >= 0"),

@@ -49,7 +49,7 @@ class FetcherConfig:
     broker_id: int
     fetch_max_wait_ms: int = 500
     fetch_min_bytes: int = 1
-    partition_max_bytes: int = 10485760  # replica.fetch.max.bytes
+    partition_max_bytes: int = 1048576  # replica.fetch.max.bytes
     response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     fetchers_per_leader: int = 1  # num.replica.fetchers

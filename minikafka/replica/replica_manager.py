@@ -66,6 +66,11 @@ ROLE_TRANSITIONS: dict[Role | None, frozenset[Role]] = {
 }
 
 
+# How far behind the log end a follower that keeps moving forward may be and still count as caught
+# up: one whole follower fetch response (replica.fetch.response.max.bytes' default).
+IN_SYNC_WINDOW_BYTES = 10 * 1024 * 1024
+
+
 @dataclass
 class FollowerState:
     """What the leader knows of one follower, from its fetches."""
@@ -206,6 +211,14 @@ class Partition:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_end_at_last_fetch >= 0:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        elif fetch_offset > follower.log_end_offset and self.log.bytes_from(fetch_offset) <= IN_SYNC_WINDOW_BYTES:
+            # Kafka's rule alone drops a follower that replicates flat out behind a busy leader:
+            # producers waiting on acks=all keep their in-flight batches above the high
+            # watermark, often more than one fetch of the partition takes, so no fetch reaches
+            # where the log ended at the one before. A follower that moved forward since its last
+            # fetch and lacks no more than one full follower response is in sync too; one that
+            # stops moving still leaves after replica.lag.time.max.ms.
+            follower.last_caught_up_ms = now
         follower.log_end_offset = fetch_offset
         follower.leader_end_at_last_fetch = leader_end
         follower.last_fetch_ms = now

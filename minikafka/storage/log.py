@@ -421,6 +421,14 @@ class Log:
         return sum(segment.size for segment in self.segments[:i]) + (
             self.segments[i].size if position is None else position)
 
+    def bytes_from(self, offset: int) -> int:
+        """Bytes of the batches at and after ``offset``: what a replica fetching from ``offset``
+        still lacks. Cheap near the log end (it walks the segments from the one holding it)."""
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        position = self.segments[i].find(offset)
+        later = sum(segment.size for segment in self.segments[i + 1:])
+        return later + (0 if position is None else self.segments[i].size - position)
+
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for segment in self.segments:

@@ -39,7 +39,7 @@ def test_a_lagging_follower_leaves_the_isr_only_once_the_change_is_committed(lea
     proposals = recorded_proposals(leader)
     leader.append(make_batch(10), now=0)
     leader.update_follower(F1, 10, now=1)
-    leader.update_follower(F2, 2, now=1)
+    leader.update_follower(F2, 2, now=0)  # its last move forward
     leader.maybe_shrink_isr(now=LAG_MS, max_lag_ms=LAG_MS)
     assert proposals == [], "not yet past the lag window"
     leader.maybe_shrink_isr(now=LAG_MS + 1, max_lag_ms=LAG_MS)
@@ -140,3 +140,35 @@ def test_elections_pick_the_first_eligible_replica() -> None:
     assert elections.preferred_replica(replicas, (1, 2), {1, 2}) == elections.Election(2, (1, 2))
     assert elections.preferred_replica(replicas, (1, 3), {1, 2, 3}) is None, "the preferred replica lags"
     assert elections.without_replica((3,), 3) == (3,), "the last ISR member stays"
+
+
+def test_a_follower_moving_forward_within_one_response_of_the_end_stays_in_sync(leader: Partition) -> None:
+    # acks=all producers keep ~5 MiB in flight above the high watermark; each follower fetch
+    # takes 1 MiB (10 records of 100 KiB) while as much again is appended. Kafka's rule never sees
+    # F1 reach the log end of its previous fetch; it is replicating flat out all the same.
+    proposals = recorded_proposals(leader)
+    record = 100 * 1024
+    for _ in range(10):
+        leader.append(make_batch(5, value_size=record), now=0)
+    fetched = 0
+    for step in range(1, 8):
+        now = step * LAG_MS
+        for _ in range(2):
+            leader.append(make_batch(5, value_size=record), now=now)
+        fetched += 10
+        leader.update_follower(F1, fetched, now=now)
+        leader.update_follower(F2, 5, now=now)  # alive, but stuck at one offset
+        assert leader.log.log_end_offset - fetched == 50
+        leader.maybe_shrink_isr(now=now, max_lag_ms=LAG_MS)
+    assert [p.isr for p in proposals] == [(ME, F1)], "only the follower that stopped moving leaves"
+
+
+def test_a_follower_further_behind_than_one_response_is_not_kept_in_sync(leader: Partition) -> None:
+    proposals = recorded_proposals(leader)
+    for _ in range(24):  # 12 MiB
+        leader.append(make_batch(5, value_size=100 * 1024), now=0)
+    for step in range(1, 4):
+        leader.update_follower(F1, step, now=step * LAG_MS)  # moving, but 11+ MiB behind
+        leader.update_follower(F2, leader.log.log_end_offset, now=step * LAG_MS)
+        leader.maybe_shrink_isr(now=step * LAG_MS, max_lag_ms=LAG_MS)
+    assert [p.isr for p in proposals] == [(ME, F2)]
