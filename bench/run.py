@@ -9,13 +9,14 @@ between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned aga
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
 read), bench/bench_cleaner.py (log compaction), bench/bench_produce_cpu.py (the broker's CPU per
 produced record), bench/bench_cluster.py (replication, failover, catch-up, reassignment and topic
-creation in a three-broker cluster), bench/bench_tls.py (TLS against plaintext on one broker) and
+creation in a three-broker cluster), bench/bench_tls.py (TLS against plaintext on one broker),
 bench/bench_txn.py (transactional produce against the same producer without transactions) and
+bench/vs_kafka.py (Apache Kafka and minikafka side by side, the same figures for both), and
 prints their reports, then the replication figures of issue 23 side by side with their aims.
 
 Usage: .venv/bin/python bench/run.py [--records N] [--record-bytes B] [--repeat R] [--skip-codec] [--skip-rebalance]
        [--skip-move] [--skip-balancer] [--skip-spark] [--skip-cleaner] [--skip-cpu] [--skip-cluster] [--skip-tls]
-       [--skip-txn]
+       [--skip-txn] [--skip-vs-kafka]
 """
 
 from __future__ import annotations
@@ -153,11 +154,22 @@ def table(results: list[Result]) -> str:
 def run_script(name: str, timeout: float, *args: str) -> str:
     """Run bench/<name> with this interpreter; its stdout, or why it failed."""
     script = REPO_ROOT / "bench" / name
-    done = subprocess.run([sys.executable, str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=timeout)
-    if done.returncode != 0:
-        return f"bench/{name} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}"
-    return done.stdout.rstrip()
+    with subprocess.Popen([sys.executable, str(script), *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as bench:
+        try:
+            stdout, stderr = bench.communicate(timeout=timeout)
+        except KeyboardInterrupt:
+            # Ctrl-C reached the bench too: it is stopping its brokers and removing its data, which
+            # subprocess.run's kill would cut short.
+            bench.communicate(timeout=120)
+            raise
+        except subprocess.TimeoutExpired:
+            bench.terminate()  # the benches clean up on SIGTERM as on Ctrl-C
+            bench.communicate(timeout=120)
+            raise
+    if bench.returncode != 0:
+        return f"bench/{name} failed with exit code {bench.returncode}:\n{stderr[-3000:]}"
+    return stdout.rstrip()
 
 
 def record_figure(path: Path | None, name: str, value: float, aim: str, met: bool) -> None:
@@ -192,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-cleaner", action="store_true", help="skip bench/bench_cleaner.py")
     parser.add_argument("--skip-tls", action="store_true", help="skip bench/bench_tls.py")
     parser.add_argument("--skip-txn", action="store_true", help="skip bench/bench_txn.py")
+    parser.add_argument("--skip-vs-kafka", action="store_true", help="skip bench/vs_kafka.py")
     args = parser.parse_args(argv)
 
     results: list[Result] = []
@@ -261,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_txn:
         print("\n## transactional produce throughput (bench/bench_txn.py)\n")
         print(run_script("bench_txn.py", 1800))
+    if not args.skip_vs_kafka:
+        print()
+        print(run_script("vs_kafka.py", 7200))
     return 0
 
 

@@ -1,0 +1,664 @@
+"""Apache Kafka and minikafka side by side (issue 34; part of `make bench`).
+
+One real ZooKeeper; on it, Apache Kafka 3.9 (ZooKeeper mode, the jars of tests/interop/kafka.py)
+under the chroot /kafka and minikafka under /minikafka, the same number of brokers of each kind,
+the same broker settings (SHARED_SETTINGS), log dirs on the same disk, 127.0.0.1 listeners on free
+ports, and the same client for both (confluent-kafka). Every figure is measured interleaved:
+one uncounted warm-up run per kind (the JVM compiles its hot code in it), then Kafka, minikafka,
+Kafka, minikafka... ``--repeat`` times each; the table gives each figure's median per kind and
+minikafka / Kafka. The aim: every throughput at least 1.0 of Kafka's, every cost at most 1.0.
+
+Figures (``--only`` takes a comma-separated list of these names):
+  produce-rf1   produce MiB/s, 1 KiB records, 3 partitions, RF 1, acks=1
+  produce-rf3   produce MiB/s, 1 KiB records, 3 partitions, RF 3, acks=all, min.insync.replicas=2
+  consume       consume MiB/s of a topic just produced (3 partitions, RF 1)
+  latency       end-to-end latency p50, p99, p99.9 at a fixed rate neither broker saturates
+  cpu           broker CPU (user + system) per produced record and the broker's resident memory
+  startup       a broker's restart to serving every partition of a topic of N partitions
+  txn           transactional produce MiB/s, 1,000 records a transaction, acks=all, idempotent
+
+Kafka runs as kafka-server-start.sh would run it: a 1 GiB heap (-Xms1g -Xmx1g), G1 with its
+pause settings, the full JIT. Neither kind fsyncs per message (both flush on their own schedule).
+Every process this bench starts is stopped at its end, on an error, on Ctrl-C and on SIGTERM
+(and dies with it on SIGKILL: each child is tied to this process's life), and its temporary dir
+(ZooKeeper's data, every log dir) is removed.
+
+Usage: .venv/bin/python bench/vs_kafka.py [--quick] [--only FIGURES] [--repeat R] [--brokers N]
+       [--records N] [--partitions N] [--latency-rate R] [--latency-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import confluent_kafka  # noqa: E402
+import confluent_kafka.admin  # noqa: E402
+
+from bench.bench_txn import transactional  # noqa: E402
+from bench.run import MiB, consume, produce  # noqa: E402
+from tests.integration.broker_process import (  # noqa: E402
+    HOST,
+    BrokerNotReady,
+    BrokerProcess,
+    KafkaWire,
+    _die_with_parent,
+    free_port,
+    wait_until,
+)
+from tests.interop.kafka import Kafka, kafka  # noqa: E402
+from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
+
+KAFKA_LINE = "3.9"
+KINDS = ("kafka", "minikafka")
+RECORD_BYTES = 1024
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+# Both kinds get exactly these (Kafka's defaults where a bench has no reason to differ): a separate
+# inter-broker listener, as a production cluster has; small internal topics, as the system tests'
+# clusters have; a deleted topic's files gone at once, so the next run writes into memory just freed.
+SHARED_SETTINGS = {
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "log.segment.bytes": str(1 << 30),
+    "log.segment.delete.delay.ms": "0",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "6",
+    "transaction.state.log.num.partitions": "6",
+    "zookeeper.session.timeout.ms": "18000",
+}
+# What kafka-server-start.sh and kafka-run-class.sh give a broker. They come after the harness's
+# flags (a serial GC and the first JIT tier only, right for short tools), and the JVM takes the last.
+KAFKA_HEAP = "1g"
+KAFKA_JVM_ARGS = ("-Xms1g", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                  "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                  "-XX:TieredStopAtLevel=4")
+
+
+def cluster_settings(size: int) -> dict[str, str]:
+    replication = str(min(3, size))
+    return {**SHARED_SETTINGS, "offsets.topic.replication.factor": replication,
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": str(min(2, size))}
+
+
+# ---------------------------------------------------------------------------------------------
+# The brokers of each kind
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (minikafka's cleaner runs in a child process)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        pending += children.get(current, [])
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of every thread of ``pid`` and its descendants so far."""
+    total = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{member}/stat") as stat:
+                # The command name, in parentheses, may hold spaces: fields are counted after it.
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+def resident_mib(pid: int) -> float:
+    """Resident memory of ``pid`` and its descendants (/proc/<pid>/statm)."""
+    pages = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{member}/statm") as statm:
+                pages += int(statm.read().split()[1])
+    return pages * PAGE_KIB / 1024
+
+
+class KafkaBroker:
+    """One Apache Kafka broker (kafka.Kafka, ZooKeeper mode) with two log dirs, like BrokerProcess."""
+
+    def __init__(self, dist: Kafka, root: Path, broker_id: int, port: int, settings: dict[str, str]) -> None:
+        self.dist = dist
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.broker_id = broker_id
+        self.port = port
+        self.log_dirs = [root / "logdir1", root / "logdir2"]
+        self.log = root / "kafka.log"
+        self.config = root / "server.properties"
+        self.config.write_text("".join(f"{key}={value}\n" for key, value in {
+            "broker.id": str(broker_id), "log.dirs": ",".join(map(str, self.log_dirs)), **settings}.items()))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "broker not running"
+        return self.process.pid
+
+    def start(self, timeout: float = 120.0) -> None:
+        command = self.dist.java_command("kafka.Kafka", str(self.config), heap=KAFKA_HEAP,
+                                         jvm_args=KAFKA_JVM_ARGS, log_level="info")
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                            cwd=self.root, preexec_fn=_die_with_parent)
+        try:
+            wait_ready(self, timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self.process = None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop(timeout=20)
+        if self.process is not None:
+            with contextlib.suppress(Exception):
+                self.process.kill()
+                self.process.wait(10)
+            self.process = None
+
+    def output(self, tail: int = 6000) -> str:
+        return self.log.read_text(errors="replace")[-tail:] if self.log.exists() else ""
+
+
+class MiniBroker:
+    """One minikafka broker (BrokerProcess) behind the interface KafkaBroker has."""
+
+    def __init__(self, root: Path, broker_id: int, port: int, settings: dict[str, str]) -> None:
+        self.broker_id = broker_id
+        self.broker = BrokerProcess(root, broker_id=broker_id, ready_timeout=120.0,
+                                    overrides={**settings, "metrics.port": "-1"})
+        self.broker.port = self.port = port
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    @property
+    def pid(self) -> int:
+        assert self.broker.process is not None, "broker not running"
+        return self.broker.process.pid
+
+    def start(self) -> None:
+        self.broker.start()
+
+    def running(self) -> bool:
+        return self.broker.is_running()
+
+    def stop(self) -> None:
+        self.broker.stop(timeout=60)
+
+    def close(self) -> None:
+        self.broker.close()
+
+    def output(self, tail: int = 6000) -> str:
+        return self.broker.stderr_text(tail)
+
+
+Broker = KafkaBroker | MiniBroker
+
+
+def wait_ready(broker: KafkaBroker, timeout: float) -> None:
+    """Ready = a Metadata request to its port is answered and lists the broker itself."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if not broker.running():
+            raise BrokerNotReady(f"Kafka broker {broker.broker_id} exited during startup:\n{broker.output()}")
+        try:
+            with KafkaWire((HOST, broker.port), timeout=2.0) as wire:
+                if any(b.node_id == broker.broker_id for b in wire.metadata(topics=[], version=1).brokers):
+                    return
+        except (OSError, ValueError, ConnectionError) as error:
+            last = error
+        time.sleep(0.1)
+    raise BrokerNotReady(f"Kafka broker {broker.broker_id} not ready after {timeout:.0f}s ({last!r}):\n"
+                         f"{broker.output()}")
+
+
+@dataclass
+class Side:
+    """The brokers of one kind, sharing the bench's ZooKeeper under their own chroot."""
+
+    kind: str
+    brokers: list[Broker]
+    # What a figure keeps between its runs on this side (the startup topic, say).
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> None:
+        for broker in self.brokers:
+            broker.start()
+        wait_until(lambda: len(self.metadata(None).brokers) == len(self.brokers), 60,
+                   what=f"every {self.kind} broker in Metadata")
+
+    def close(self) -> None:
+        """All at once: a Kafka broker whose peers are gone spends its stop timeout on retries."""
+        closing = [threading.Thread(target=broker.close) for broker in self.brokers]
+        for thread in closing:
+            thread.start()
+        for thread in closing:
+            thread.join()
+
+    def metadata(self, topics: list[str] | None, via: Broker | None = None) -> Any:
+        broker = via or next(b for b in self.brokers if b.running())
+        with KafkaWire((HOST, broker.port), timeout=10.0) as wire:
+            return wire.metadata(topics, version=8)
+
+    def led(self, topic: str, count: int, isr: int | None = None, via: Broker | None = None) -> bool:
+        found = [t for t in self.metadata([topic], via).topics if t.name == topic]
+        return bool(found) and len(found[0].partitions) == count and all(
+            p.leader_id >= 0 and (isr is None or len(p.isr_nodes) == isr) for p in found[0].partitions)
+
+    def create_topic(self, name: str, partitions: int, replication: int,
+                     assignment: list[list[int]] | None = None, **configs: str) -> None:
+        """CreateTopics (confluent-kafka's admin client); returns once every partition has a
+        leader and a full ISR."""
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap})
+        if assignment is None:
+            new = confluent_kafka.admin.NewTopic(name, partitions, replication, config=configs)
+        else:
+            # librdkafka wants the partition count with an assignment (and no replication factor).
+            new = confluent_kafka.admin.NewTopic(name, len(assignment), replica_assignment=assignment,
+                                                 config=configs)
+        for future in admin.create_topics([new], operation_timeout=60, request_timeout=120).values():
+            future.result(120)
+        wait_until(lambda: self.led(name, partitions, replication), 120, interval=0.05,
+                   what=f"every partition of {name} led with a full ISR on {self.kind}")
+
+    def delete_topic(self, name: str) -> None:
+        """Frees the disk (and page cache) a measured topic took, before the next run."""
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.delete_topics([name], operation_timeout=60, request_timeout=120).values():
+            future.result(120)
+
+
+# ---------------------------------------------------------------------------------------------
+# The figures
+
+
+@dataclass(frozen=True)
+class Sizes:
+    records: int  # records of a produce, consume or cpu run
+    txn_records: int
+    per_txn: int
+    startup_partitions: int
+    latency_rate: int  # records per second
+    latency_seconds: float
+    timeout: float = 600.0
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    metrics: tuple[Metric, ...]
+    run: Callable[[Side, str, Sizes], dict[str, float]]
+    brokers: int = 1  # brokers of each kind it needs
+
+
+def produce_rf1(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    topic = f"produce-rf1-{run}"
+    side.create_topic(topic, 3, 1)
+    result = produce(side.bootstrap, topic, 3, sizes.records, RECORD_BYTES, "1", sizes.timeout)
+    side.delete_topic(topic)
+    return {"mib_s": result.mib_per_s}
+
+
+def produce_rf3(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    topic = f"produce-rf3-{run}"
+    side.create_topic(topic, 3, 3, **{"min.insync.replicas": "2"})
+    result = produce(side.bootstrap, topic, 3, sizes.records, RECORD_BYTES, "all", sizes.timeout)
+    side.delete_topic(topic)
+    return {"mib_s": result.mib_per_s}
+
+
+def consume_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    topic = f"consume-{run}"
+    side.create_topic(topic, 3, 1)
+    produce(side.bootstrap, topic, 3, sizes.records, RECORD_BYTES, "1", sizes.timeout)
+    result = consume(side.bootstrap, topic, 3, sizes.records, "1", sizes.timeout)
+    side.delete_topic(topic)
+    return {"mib_s": result.mib_per_s}
+
+
+def cpu_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """One partition on the first broker, acks=1: that broker's CPU per record, and its memory after."""
+    topic = f"cpu-{run}"
+    broker = side.brokers[0]
+    side.create_topic(topic, 1, 1, assignment=[[broker.broker_id]])
+    before = cpu_seconds(broker.pid)
+    produce(side.bootstrap, topic, 1, sizes.records, RECORD_BYTES, "1", sizes.timeout)
+    used = cpu_seconds(broker.pid) - before
+    memory = resident_mib(broker.pid)
+    side.delete_topic(topic)
+    return {"cpu_us": used / sizes.records * 1e6, "rss_mib": memory}
+
+
+def latency_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """Records of 1 KiB at a fixed rate, acks=all (the high watermark moves once the ISR has a
+    record), each carrying its send time; the consumer, in this process, takes the difference."""
+    topic = f"latency-{run}"
+    replication = min(3, len(side.brokers))
+    side.create_topic(topic, 1, replication, **{"min.insync.replicas": str(min(2, replication))})
+    total = int(sizes.latency_rate * sizes.latency_seconds)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": side.bootstrap, "group.id": "bench-latency",
+                                         "enable.auto.commit": False, "fetch.wait.max.ms": 500})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+    producer = confluent_kafka.Producer({"bootstrap.servers": side.bootstrap, "acks": "all", "linger.ms": 0,
+                                         "enable.idempotence": False, "compression.type": "none"})
+    # One record through first: the consumer has found the leader and its offset and is fetching
+    # before the clock starts, or the first records' latencies would be its start-up.
+    producer.produce(topic, value=bytes(RECORD_BYTES), partition=0)
+    producer.flush(60)
+    deadline = time.monotonic() + 60
+    while not consumer.consume(num_messages=1, timeout=0.5):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"latency run on {side.kind}: the first record not consumed within 60 s")
+    latencies: list[float] = []
+    failures: list[str] = []
+
+    def receive() -> None:
+        deadline = time.monotonic() + sizes.latency_seconds + 60
+        while len(latencies) < total and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=1000, timeout=0.2):
+                arrived = time.perf_counter()
+                if message.error() is not None:
+                    failures.append(str(message.error()))
+                    return
+                latencies.append(arrived - struct.unpack_from(">d", message.value())[0])
+
+    receiver = threading.Thread(target=receive, name="latency-consumer")
+    receiver.start()
+    padding = bytes(RECORD_BYTES - 8)
+    try:
+        started = time.perf_counter()
+        for i in range(total):
+            due = started + i / sizes.latency_rate
+            while (now := time.perf_counter()) < due:
+                producer.poll(min(due - now, 0.001))
+            producer.produce(topic, value=struct.pack(">d", time.perf_counter()) + padding, partition=0)
+            producer.poll(0)
+        if producer.flush(sizes.timeout):
+            raise RuntimeError(f"latency run on {side.kind}: records left undelivered")
+    finally:
+        receiver.join(sizes.latency_seconds + 90)
+        consumer.close()
+    if failures or len(latencies) < total:
+        raise RuntimeError(f"latency run on {side.kind}: {len(latencies)} of {total} records back; {failures}")
+    measured = sorted(latencies[total // 10:])  # the first tenth settles the connections
+    side.delete_topic(topic)
+
+    def percentile(fraction: float) -> float:
+        return measured[min(len(measured) - 1, int(fraction * len(measured)))] * 1000
+
+    return {"p50": percentile(0.5), "p99": percentile(0.99), "p999": percentile(0.999)}
+
+
+def startup_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """The first broker, which leads every partition of a topic of N, stopped cleanly and started:
+    the seconds from its start to its own Metadata giving every partition a leader."""
+    topic, count = "startup", sizes.startup_partitions
+    broker = side.brokers[0]
+    if "startup" not in side.state:
+        side.create_topic(topic, count, 1, assignment=[[broker.broker_id]] * count)
+        side.state["startup"] = True
+    broker.stop()
+    started = time.monotonic()
+    broker.start()
+    wait_until(lambda: side.led(topic, count, via=broker), 300, interval=0.02,
+               what=f"every partition of {topic} led after {side.kind}'s restart")
+    return {"seconds": time.monotonic() - started}
+
+
+def txn_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    topic = f"txn-{run}"
+    replication = min(3, len(side.brokers))
+    side.create_topic(topic, 3, replication)
+    seconds = transactional(side.bootstrap, topic, sizes.txn_records, sizes.per_txn, f"bench-{side.kind}-{run}")
+    side.delete_topic(topic)
+    return {"mib_s": sizes.txn_records * RECORD_BYTES / MiB / seconds}
+
+
+THROUGHPUT = (Metric("mib_s", "MiB/s", "MiB/s", True),)
+FIGURES = {f.name: f for f in (
+    Figure("produce-rf1", THROUGHPUT, produce_rf1),
+    Figure("produce-rf3", THROUGHPUT, produce_rf3, brokers=3),
+    Figure("consume", THROUGHPUT, consume_run),
+    Figure("latency", (Metric("p50", "p50", "ms", False), Metric("p99", "p99", "ms", False),
+                       Metric("p999", "p99.9", "ms", False)), latency_run),
+    Figure("cpu", (Metric("cpu_us", "broker CPU per record", "µs", False),
+                   Metric("rss_mib", "broker resident memory after", "MiB", False)), cpu_run),
+    Figure("startup", (Metric("seconds", "restart to serving", "s", False),), startup_run),
+    Figure("txn", THROUGHPUT, txn_run),
+)}
+TITLES = {
+    "produce-rf1": "produce, 3 partitions, RF 1, acks=1",
+    "produce-rf3": "produce, 3 partitions, RF 3, acks=all",
+    "consume": "consume, 3 partitions",
+    "latency": "end-to-end latency, 1 partition, acks=all",
+    "cpu": "produce to 1 partition, acks=1",
+    "startup": "broker restart",
+    "txn": "transactional produce, 3 partitions",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The bench
+
+
+@dataclass
+class Outcome:
+    figure: Figure
+    runs: dict[str, list[dict[str, float]]]  # kind -> one dict a counted run
+
+    def median(self, kind: str, key: str) -> float:
+        return statistics.median(r[key] for r in self.runs[kind])
+
+
+def measure(figure: Figure, sides: dict[str, Side], sizes: Sizes, repeat: int) -> Outcome:
+    """One warm-up run per kind, then the kinds in turn, ``repeat`` times."""
+    outcome = Outcome(figure, {kind: [] for kind in KINDS})
+    for kind in KINDS:
+        figure.run(sides[kind], "warm-up", sizes)
+    for run in range(repeat):
+        for kind in KINDS:
+            outcome.runs[kind].append(figure.run(sides[kind], str(run), sizes))
+            shown = ", ".join(f"{m.label} {outcome.runs[kind][-1][m.key]:.2f} {m.unit}" for m in figure.metrics)
+            print(f"{figure.name} run {run} on {kind}: {shown}", file=sys.stderr, flush=True)
+    return outcome
+
+
+def table(outcomes: list[Outcome]) -> list[str]:
+    lines = ["| figure | Kafka | minikafka | minikafka / Kafka | aim | met |", "|---|---:|---:|---:|---|---|"]
+    for outcome in outcomes:
+        for metric in outcome.figure.metrics:
+            theirs, ours = outcome.median("kafka", metric.key), outcome.median("minikafka", metric.key)
+            ratio = ours / theirs if theirs else float("inf")
+            met = ratio >= 1.0 if metric.higher_is_better else ratio <= 1.0
+            aim = "≥ 1.0" if metric.higher_is_better else "≤ 1.0"
+            lines.append(f"| {TITLES[outcome.figure.name]}: {metric.label} | {theirs:,.2f} {metric.unit} | "
+                         f"{ours:,.2f} {metric.unit} | **{ratio:.2f}** | {aim} | {'yes' if met else 'no'} |")
+    return lines
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    with open("/proc/meminfo") as meminfo:
+        memory_gib = int(meminfo.readline().split()[1]) / 1024 / 1024
+    with open("/proc/loadavg") as loadavg:
+        load = " ".join(loadavg.read().split()[:3])
+    return (f"{platform.machine()}, {cpus} CPUs, {memory_gib:.0f} GiB RAM, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}, load average {load}")
+
+
+def _exit_on(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def stopped_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the bench as Ctrl-C does: through every finally, so nothing is left."""
+    previous = {sig: signal.signal(sig, _exit_on) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def quiet_cleanup() -> None:
+    """A second Ctrl-C during the cleanup would leave processes behind: the cleanup ignores it."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help=f"comma-separated figures: {', '.join(FIGURES)}")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and one counted run: a smoke run, not figures to quote")
+    parser.add_argument("--repeat", type=int, help="counted runs per kind (default 3; --quick 1)")
+    parser.add_argument("--brokers", type=int, help="brokers of each kind (default 3 when produce-rf3 runs, else 1)")
+    parser.add_argument("--records", type=int, help="records of a produce, consume or cpu run")
+    parser.add_argument("--txn-records", type=int)
+    parser.add_argument("--partitions", type=int, help="partitions of the startup topic")
+    parser.add_argument("--latency-rate", type=int, help="records per second of the latency run")
+    parser.add_argument("--latency-seconds", type=float)
+    args = parser.parse_args(argv)
+    names = list(FIGURES) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        parser.error(f"--only: unknown figure {', '.join(unknown)}; known: {', '.join(FIGURES)}")
+    args.figures = [FIGURES[n] for n in names]
+    needed = max(f.brokers for f in args.figures)
+    if args.brokers is not None and args.brokers < needed:
+        parser.error(f"--brokers {args.brokers}: {', '.join(f.name for f in args.figures if f.brokers > args.brokers)}"
+                     f" needs {needed}")
+    args.brokers = args.brokers or needed
+    quick = args.quick
+    args.repeat = args.repeat or (1 if quick else 3)
+    args.sizes = Sizes(
+        records=args.records or (20_000 if quick else 200_000),
+        txn_records=args.txn_records or (10_000 if quick else 100_000),
+        per_txn=1000,
+        startup_partitions=args.partitions or (100 if quick else 1000),
+        latency_rate=args.latency_rate or (500 if quick else 2000),
+        latency_seconds=args.latency_seconds or (3.0 if quick else 20.0),
+    )
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    dist = kafka(KAFKA_LINE)  # fetched before any process starts: Maven may take minutes the first time
+    sides: dict[str, Side] = {}
+    outcomes: list[Outcome] = []
+    started = time.monotonic()
+    with stopped_on_signals(), tempfile.TemporaryDirectory(prefix="minikafka-bench-vs-kafka-") as tmp:
+        root = Path(tmp)
+        zookeeper = ZooKeeperProcess(root / "zookeeper")
+        try:
+            zookeeper.start()
+            settings = cluster_settings(args.brokers)
+            for kind in KINDS:
+                brokers: list[Broker] = []
+                for broker_id in range(1, args.brokers + 1):
+                    port, internal = free_port(), free_port()
+                    broker_settings = {**settings, "zookeeper.connect": f"{zookeeper.connect}/{kind}",
+                                       "listeners": f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal}"}
+                    home = root / kind / f"broker{broker_id}"
+                    broker: Broker = (KafkaBroker(dist, home, broker_id, port, broker_settings) if kind == "kafka"
+                                      else MiniBroker(home, broker_id, port, broker_settings))
+                    brokers.append(broker)
+                sides[kind] = Side(kind, brokers)
+                sides[kind].start()
+            for figure in args.figures:
+                outcomes.append(measure(figure, sides, args.sizes, args.repeat))
+        except BaseException as error:
+            if not isinstance(error, KeyboardInterrupt | SystemExit):
+                for side in sides.values():
+                    for broker in side.brokers:
+                        print(f"---- {side.kind} broker {broker.broker_id}\n{broker.output()}", file=sys.stderr)
+            raise
+        finally:
+            quiet_cleanup()
+            for side in sides.values():
+                side.close()
+            zookeeper.close()
+    took = time.monotonic() - started
+    sizes = args.sizes
+    print(f"## Apache Kafka {dist.version} and minikafka side by side (bench/vs_kafka.py)\n")
+    print(f"{args.brokers} broker(s) of each kind on one ZooKeeper, the same settings and disk; confluent-kafka "
+          f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}) for both; 1 KiB records, "
+          f"{sizes.records:,} a produce/consume/cpu run, {sizes.txn_records:,} a transactional run "
+          f"({sizes.per_txn} a transaction), latency at {sizes.latency_rate:,} records/s for "
+          f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions; median of "
+          f"{args.repeat} interleaved run(s) per kind after one warm-up each{' (--quick: a smoke run)' if args.quick else ''}."
+          f"\n\nmachine: {machine()}; {took:.0f} s in all\n")
+    print("\n".join(table(outcomes)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
