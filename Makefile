@@ -69,7 +69,7 @@ test: $(BIN)/.installed-test system-deps kafka-jars lint
 unit: $(BIN)/.installed-test
 	$(BIN)/pytest -q tests/unit
 
-bench: $(BIN)/.installed-test system-deps
+bench: $(BIN)/.installed-test system-deps kafka-jars
 	$(BIN)/python bench/run.py
 
 # The virtualenv only: data/ holds the topics of make run, and goes only when asked (clean-data).
