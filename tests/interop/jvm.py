@@ -1,0 +1,108 @@
+"""The scenario programs of tests/interop/java run with Apache Kafka's clients, and their output read.
+
+Each program (Produce, Consume, GroupScenario, Transactions, AdminCalls, WordCount) does one
+scenario and prints JSON lines; `Scenario.run` compiles them all once per Kafka version (the
+harness caches the classes), runs one and returns its lines. A failure (a non-zero exit, or a
+check of the test on the lines) names the program, its command line and its output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tests.interop.kafka import Kafka, KafkaToolError, ToolResult, kafka
+
+JAVA_DIR = Path(__file__).with_name("java")
+HEAP = "384m"
+
+
+def sources(line: str) -> list[Path]:
+    """The programs that compile against one Kafka line (Streams' WordCount only against 4.x)."""
+    found = sorted(JAVA_DIR.glob("*.java"))
+    return found if line == "4" else [p for p in found if p.name != "WordCount.java"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """The JSON lines of one run, and what to say when a check on them fails."""
+
+    result: ToolResult
+    lines: tuple[dict[str, Any], ...]
+
+    def where(self) -> str:
+        return (f"\n  command: {shown(self.result.command)}\n  stdout:\n{self.result.stdout[-20_000:]}"
+                f"\n  stderr:\n{self.result.stderr[-20_000:]}")
+
+    def having(self, key: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines if key in line]
+
+
+class Scenario:
+    """One Kafka line's compiled scenario programs."""
+
+    def __init__(self, line: str) -> None:
+        self.kafka: Kafka = kafka(line)
+        self.classes = self.kafka.compile(sources(line))
+
+    def run(self, program: str, *args: str, timeout: float = 180.0, check: bool = True) -> Output:
+        result = self.kafka.run(program, *args, timeout=timeout, check=False, heap=HEAP,
+                                extra_classpath=[self.classes])
+        lines = []
+        for text in result.stdout.splitlines():
+            if text.startswith("{"):
+                try:
+                    lines.append(json.loads(text))
+                except json.JSONDecodeError as error:
+                    raise KafkaToolError(f"{program} printed a line that is not JSON ({error}): {text}") from None
+        output = Output(result, tuple(lines))
+        if check and result.returncode != 0:
+            raise KafkaToolError(f"{program} (Kafka {self.kafka.version}) exited with {result.returncode}"
+                                 + output.where())
+        return output
+
+
+def shown(command: Iterable[str]) -> str:
+    """A java command line with its classpath cut to its first entry (the scenario classes) and a count."""
+    parts = list(command)
+    if "-cp" in parts:
+        at = parts.index("-cp") + 1
+        entries = parts[at].split(":")
+        parts[at] = f"{entries[0]}:[{len(entries) - 1} jars of Kafka]"
+    return " ".join(parts)
+
+
+def properties_file(path: Path, settings: dict[str, str]) -> str:
+    """Writes Java client properties (one key=value a line, '\\' and newlines escaped as Java reads them)."""
+    lines = [f"{key}={value.replace(chr(92), chr(92) * 2)}" for key, value in settings.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def check_exact(acked: Iterable[dict[str, Any]], read: Iterable[dict[str, Any]], where: str) -> None:
+    """Every acknowledged record read back exactly once, at its acknowledged partition and offset,
+    each partition in offset order; nothing read that was not acknowledged."""
+    acked_at = {(a["partition"], a["offset"]): a["key"] for a in acked}
+    read_list = [(r["partition"], r["offset"], r["key"]) for r in read]
+    seen: dict[tuple[int, int], str] = {}
+    duplicates = []
+    for partition, offset, key in read_list:
+        if (partition, offset) in seen:
+            duplicates.append((partition, offset, key))
+        seen[(partition, offset)] = key
+    assert not duplicates, f"records read twice: {duplicates[:10]}{where}"
+    missing = sorted(set(acked_at) - set(seen))
+    assert not missing, f"{len(missing)} acknowledged records not read, e.g. {missing[:10]}{where}"
+    extra = sorted(set(seen) - set(acked_at))
+    assert not extra, f"{len(extra)} records read that were not acknowledged, e.g. {extra[:10]}{where}"
+    wrong = [(at, key, acked_at[at]) for at, key in seen.items() if acked_at[at] != key]
+    assert not wrong, f"records read with another key than acknowledged: {wrong[:10]}{where}"
+    by_partition: dict[int, list[int]] = defaultdict(list)
+    for partition, offset, _ in read_list:
+        by_partition[partition].append(offset)
+    for partition, offsets in by_partition.items():
+        assert offsets == sorted(offsets), f"partition {partition} read out of order: {offsets[:50]}{where}"

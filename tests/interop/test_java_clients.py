@@ -1,0 +1,278 @@
+"""Apache Kafka's Java client (4.x, and 3.9 for produce and consume) against minikafka, over
+PLAINTEXT and over SASL_SSL with SCRAM-SHA-512 and ACLs.
+
+The programs of tests/interop/java print what they were acknowledged and what they read; the
+checks here are exact: every acknowledged record read once, at its offset, in order per
+partition, nothing else. Covered: the idempotent producer (acks=all) with every codec, the
+transactional producer (commit, abort, fencing, consume-transform-produce with the group's
+offsets in the transaction, read_committed), the classic group protocol with the range and
+cooperative-sticky assignors, static membership, and the AdminClient calls Kafka's tools make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from tests.integration.broker_process import HOST, BrokerProcess, free_port
+from tests.integration.security import PLAIN_MODULE, SCRAM_MODULE, Certs, confluent_sasl, jaas
+from tests.interop.jvm import Scenario, check_exact, properties_file
+
+pytestmark = pytest.mark.integration
+CODECS = "none,gzip,snappy,lz4,zstd"
+PARTITIONS = 3
+BROKER_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "num.partitions": str(PARTITIONS),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A broker as one client sees it: where to connect, with which client properties, and a
+    prefix its topics, groups and transactional ids must have (what its ACLs allow)."""
+
+    name: str
+    broker: BrokerProcess
+    bootstrap: str
+    config: str
+    prefix: str
+    admin: AdminClient
+
+    def create_topic(self, name: str, partitions: int = PARTITIONS) -> str:
+        for future in self.admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(20)
+        return name
+
+
+@pytest.fixture(scope="module")
+def plaintext(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    root = tmp_path_factory.mktemp("java-plaintext")
+    broker = BrokerProcess(root / "broker", overrides=BROKER_SETTINGS).start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        yield Target("PLAINTEXT", broker, broker.bootstrap, "-", "plain-", admin)
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """A SASL_SSL listener with SCRAM-SHA-512 and Kafka's AclAuthorizer: the admin (PLAIN, a super
+    user) creates alice's SCRAM credential and grants her what a producer, consumer and
+    transactional producer need on "alice-" names, nothing more."""
+    root = tmp_path_factory.mktemp("java-sasl-ssl")
+    certs = Certs(root / "certs").make("broker")
+    port = free_port()
+    broker = BrokerProcess(root / "broker", overrides={
+        **BROKER_SETTINGS,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas(PLAIN_MODULE, user_admin="admin-secret"),
+        "ssl.keystore.location": certs.keystore("broker"),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    })
+    broker.overrides["listeners"] += f",SASL_SSL://{HOST}:{port}"
+    broker.start()
+    bootstrap = f"{HOST}:{port}"
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, **confluent_sasl("PLAIN", "admin", "admin-secret", certs)})
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret")])["alice"].result(20)
+        grants = [(ResourceType.TOPIC, op) for op in (AclOperation.CREATE, AclOperation.WRITE, AclOperation.READ,
+                                                      AclOperation.DESCRIBE)]
+        grants += [(ResourceType.GROUP, AclOperation.READ), (ResourceType.TRANSACTIONAL_ID, AclOperation.WRITE),
+                   (ResourceType.TRANSACTIONAL_ID, AclOperation.DESCRIBE)]
+        for future in admin.create_acls([
+                AclBinding(kind, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*", operation,
+                           AclPermissionType.ALLOW) for kind, operation in grants]).values():
+            future.result(20)
+        config = properties_file(root / "alice.properties", {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": jaas(SCRAM_MODULE, username="alice", password="alice-secret"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": certs.ca,
+        })
+        yield Target("SASL_SSL", broker, bootstrap, config, "alice-", admin)
+    finally:
+        broker.close()
+
+
+@pytest.fixture(params=["PLAINTEXT", "SASL_SSL"])
+def target(request: pytest.FixtureRequest) -> Target:
+    return request.getfixturevalue("plaintext" if request.param == "PLAINTEXT" else "sasl_ssl")
+
+
+@pytest.fixture(scope="module")
+def java4() -> Scenario:
+    return Scenario("4")
+
+
+# Kafka 3.9's client too, over PLAINTEXT: users still run it, and it speaks older versions of some APIs.
+@pytest.mark.parametrize(("transport", "line"), [("PLAINTEXT", "4"), ("SASL_SSL", "4"), ("PLAINTEXT", "3.9")])
+def test_idempotent_producer_with_every_codec_and_a_consumer_group(request: pytest.FixtureRequest, transport: str,
+                                                                   line: str) -> None:
+    target: Target = request.getfixturevalue("plaintext" if transport == "PLAINTEXT" else "sasl_ssl")
+    java = Scenario(line)
+    topic = target.create_topic(f"{target.prefix}codecs-{line}")
+    common = ("--bootstrap", target.bootstrap, "--config", target.config, "--topic", topic)
+    produced = java.run("Produce", *common, "--count", "300", "--compression", CODECS, "--prefix", "r")
+    acked = produced.having("partition")
+    assert len(acked) == 5 * 300 and produced.lines[-1] == {"done": True, "acked": 1500, "failed": 0}, \
+        produced.where()
+    consumed = java.run("Consume", *common, "--group", f"{target.prefix}codecs-{line}", "--expected", "1500")
+    check_exact(acked, consumed.having("key"), consumed.where())
+    assert all(r["value"].startswith(r["key"] + " ") for r in consumed.having("key")), consumed.where()
+    # The group committed where it stopped: a second member of the group reads nothing more.
+    again = java.run("Consume", *common, "--group", f"{target.prefix}codecs-{line}", "--expected", "1",
+                     "--timeout-ms", "3000", check=False)
+    assert again.having("key") == [] and again.lines[-1] == {"done": False, "count": 0}, again.where()
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_a_member_joins_and_leaves_with_each_assignor(target: Target, java4: Scenario, assignor: str) -> None:
+    strategy = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
+                "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}[assignor]
+    topic = target.create_topic(f"{target.prefix}join-{assignor}", partitions=6)
+    run = java4.run("GroupScenario", "--bootstrap", target.bootstrap, "--config", target.config, "--topic", topic,
+                    "--group", f"{target.prefix}join-{assignor}", "--assignor", strategy, "--partitions", "6",
+                    "--count", "200", "--scenario", "join-leave")
+    where = run.where()
+    assert run.lines[-1] == {"done": True}, where
+    check_exact([{"key": p["produced"], **p} for p in run.having("produced")], [r for r in run.having("member") if "key" in r],
+                where)
+    phase = "start"
+    a_revoked_on_join: list[set[int]] = []
+    a_before_join: set[int] = set()
+    for line in run.lines:
+        if "phase" in line:
+            phase = line["phase"]
+        elif line.get("member") == "a" and line.get("event") == "assigned" and phase == "start":
+            a_before_join |= set(line["partitions"])
+        elif line.get("member") == "a" and line.get("event") == "revoked" and phase == "joined" and line["partitions"]:
+            a_revoked_on_join.append(set(line["partitions"]))
+    assert a_before_join == set(range(6)), where
+    assert not [line for line in run.lines if line.get("event") == "lost"], where
+    if assignor == "range":
+        # Eager: a gives up everything it has, then is assigned its share anew.
+        assert a_revoked_on_join == [set(range(6))], where
+    else:
+        # Cooperative (KIP-429): a gives up only the partitions that move to b, and keeps reading the rest.
+        b_assigned = set().union(*[set(line["partitions"]) for line in run.lines
+                                   if line.get("member") == "b" and line.get("event") == "assigned"])
+        assert a_revoked_on_join == [b_assigned] and 0 < len(b_assigned) < 6, where
+
+
+def test_static_members_restart_without_a_rebalance(plaintext: Target, java4: Scenario) -> None:
+    topic = plaintext.create_topic("plain-static", partitions=4)
+    run = java4.run("GroupScenario", "--bootstrap", plaintext.bootstrap, "--topic", topic, "--group", "plain-static",
+                    "--assignor", "org.apache.kafka.clients.consumer.RangeAssignor", "--partitions", "4",
+                    "--count", "100", "--scenario", "static")
+    where = run.where()
+    assert run.lines[-1] == {"done": True}, where
+    check_exact([{"key": p["produced"], **p} for p in run.having("produced")],
+                [r for r in run.having("member") if "key" in r], where)
+    phase = "start"
+    last: dict[str, tuple[set[int], int]] = {}  # member's instance id -> (partitions, generation) last assigned
+    for line in run.lines:
+        if "phase" in line:
+            phase = line["phase"]
+            continue
+        event = line.get("event")
+        if event is None:
+            continue
+        instance = line["member"][0]
+        if phase.startswith("restart-"):
+            restarted = phase.removeprefix("restart-")
+            # A static member that comes back takes its place at once: its partitions and the
+            # group's generation, and nobody else notices (no callback on the other member).
+            assert instance == restarted, f"{line} while {restarted} restarted{where}"
+            if event == "revoked":
+                continue  # the member closing gives up its partitions, in its own callback
+            assert line["member"] == restarted + "2" and event == "assigned", where
+            assert (set(line["partitions"]), line["generation"]) == last[instance], where
+        elif event == "assigned":
+            partitions = set(line["partitions"])
+            if line["partitions"] or instance not in last:
+                last[instance] = (partitions, line["generation"])
+    assert set(last) == {"a", "b"} and last["a"][0] | last["b"][0] == set(range(4)), where
+
+
+def test_transactions(target: Target, java4: Scenario) -> None:
+    prefix = target.prefix + "txn"
+    input_topic, output_topic = target.create_topic(f"{prefix}-in"), target.create_topic(f"{prefix}-out")
+    run = java4.run("Transactions", "--bootstrap", target.bootstrap, "--config", target.config,
+                    "--input", input_topic, "--output", output_topic, "--group", f"{prefix}-group",
+                    "--prefix", prefix, "--count", "50")
+    where = run.where()
+    assert run.lines[-1] == {"done": True}, where
+    assert run.having("fenced") == [{"fenced": "ProducerFencedException"}], where
+    written = run.having("written")
+    committed_input = [w | {"key": w["written"]} for w in written if w["txn"] == "committed"]
+    assert len(committed_input) == 100 and len(written) == 150, where
+
+    config = target.config
+    read_committed = config
+    if config == "-":
+        read_committed = str(Path(target.broker.root) / "read-committed.properties")
+        Path(read_committed).write_text("isolation.level=read_committed\n")
+    else:
+        read_committed = config.replace(".properties", "-read-committed.properties")
+        Path(read_committed).write_text(Path(config).read_text() + "isolation.level=read_committed\n")
+
+    # read_committed shows the committed records of the input, and not the aborted nor the zombie's.
+    read = java4.run("Consume", "--bootstrap", target.bootstrap, "--config", read_committed, "--topic", input_topic)
+    check_exact(committed_input, read.having("key"), read.where())
+    # read_uncommitted shows the aborted records too (the transaction did write them).
+    uncommitted = java4.run("Consume", "--bootstrap", target.bootstrap, "--config", config, "--topic", input_topic)
+    assert {r["key"] for r in uncommitted.having("key")} >= {w["written"] for w in written}, uncommitted.where()
+
+    # The processor's output: each committed input exactly once, though one transaction was aborted
+    # and its records processed again.
+    processed = run.having("processed")
+    assert any(p["txn"] == "aborted" for p in processed), where
+    out = java4.run("Consume", "--bootstrap", target.bootstrap, "--config", read_committed, "--topic", output_topic)
+    check_exact([p | {"key": p["processed"]} for p in processed if p["txn"] == "committed"], out.having("key"),
+                out.where())
+    assert sorted(r["key"] for r in out.having("key")) == sorted(w["written"] for w in committed_input), out.where()
+    # The group's offsets committed with the transactions: just past the last committed input record.
+    ends: dict[int, int] = {}
+    for record in committed_input:
+        ends[record["partition"]] = max(ends.get(record["partition"], 0), record["offset"] + 1)
+    (offsets,) = run.having("committed_offsets")
+    assert {int(p): o for p, o in offsets["committed_offsets"].items()} == ends, where
+
+
+def test_acls_refuse_alice_what_she_was_not_granted(sasl_ssl: Target, java4: Scenario) -> None:
+    topic = sasl_ssl.create_topic("secret", partitions=1)
+    produced = java4.run("Produce", "--bootstrap", sasl_ssl.bootstrap, "--config", sasl_ssl.config, "--topic", topic,
+                         "--count", "1", "--prefix", "nope", check=False)
+    assert produced.result.returncode == 1, produced.where()
+    assert [line["error"] for line in produced.having("error")] == [
+        "org.apache.kafka.common.errors.TopicAuthorizationException: "
+        "Not authorized to access topics: [secret]"], produced.where()
+    # Her own topic, but a group her ACLs do not name.
+    mine = sasl_ssl.create_topic("alice-not-her-group", partitions=1)
+    consumed = java4.run("Consume", "--bootstrap", sasl_ssl.bootstrap, "--config", sasl_ssl.config, "--topic", mine,
+                         "--group", "other-group", "--expected", "1", "--timeout-ms", "15000", check=False)
+    assert consumed.result.returncode != 0 and "GroupAuthorizationException" in consumed.result.stderr, \
+        consumed.where()
