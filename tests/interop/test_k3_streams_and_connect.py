@@ -86,44 +86,38 @@ def _read_committed(cluster: Cluster) -> list[tuple[str, int]]:
     return [((r.key or b"").decode(), struct.unpack(">q", r.value or b"")[0]) for r in read]
 
 
-class WordCountApp:
-    """The WordCount program as a process of its own; `log` holds its output (JSON lines and Kafka's log)."""
+class JavaService:
+    """A Kafka main class run as a service of the test (the Streams application, the Connect
+    worker): started again on demand, killed with kill -9; each start logs to a file of its own."""
+
+    name = "service"
 
     def __init__(self, java: Scenario, cluster: Cluster, root: Path) -> None:
         self.java, self.cluster, self.root = java, cluster, root
         self.process: JavaProcess | None = None
         self.starts = 0
 
-    def start(self) -> None:
+    def launch(self, main_class: str, *args: str) -> None:
         self.starts += 1
-        log = self.root / f"wordcount-{self.starts}.log"
-        config = self.root / "streams.properties"
-        config.write_text("replication.factor=3\ncommit.interval.ms=200\nsession.timeout.ms=6000\n"
-                          "heartbeat.interval.ms=1000\n")
         self.process = self.java.kafka.start(
-            "WordCount", "--bootstrap", self.cluster.bootstrap, "--application-id", APP, "--input", INPUT,
-            "--output", OUTPUT, "--state-dir", str(self.root / "state"), "--config", str(config),
-            log=log, heap="384m", extra_classpath=[self.java.classes], log_level="warn")
-        self.wait_running()
+            main_class, *args, log=self.root / f"{self.name}-{self.starts}.log", heap="384m",
+            extra_classpath=[self.java.classes], log_level="warn")
 
-    def states(self) -> list[str]:
-        assert self.process is not None
-        return [json.loads(line)["state"] for line in self.process.output().splitlines()
-                if line.startswith('{"state"')]
-
-    def wait_running(self) -> None:
+    def wait(self, condition: Callable[[], Any], what: str, timeout: float = 90) -> Any:
+        """Polls `condition` until it holds; fails naming the process and its output if the process
+        exits or the time runs out."""
         process = self.process
         assert process is not None
 
-        def running() -> bool:
+        def holds() -> Any:
             if not process.alive():
-                raise process.failure("WordCount exited")
-            return bool(self.states()) and self.states()[-1] == "RUNNING"
+                raise process.failure(f"{self.name} exited")
+            return condition()
 
         try:
-            wait_until(running, 120, interval=0.2, what="the Streams application RUNNING")
+            return wait_until(holds, timeout, interval=0.2, what=what)
         except TimeoutError as timed_out:
-            raise process.failure(f"WordCount: {timed_out}") from None
+            raise process.failure(f"{self.name}: {timed_out}") from None
 
     def kill9(self) -> None:
         assert self.process is not None
@@ -136,7 +130,26 @@ class WordCountApp:
 
     def logs(self) -> str:
         return "\n".join(f"---- {log.name}\n{log.read_text(errors='replace')[-15_000:]}"
-                         for log in sorted(self.root.glob("wordcount-*.log")))
+                         for log in sorted(self.root.glob(f"{self.name}-*.log")))
+
+
+class WordCountApp(JavaService):
+    """The WordCount program; its log holds its JSON lines ({"state"}) and Kafka's log lines."""
+
+    name = "wordcount"
+
+    def start(self) -> None:
+        config = self.root / "streams.properties"
+        config.write_text("replication.factor=3\ncommit.interval.ms=200\nsession.timeout.ms=6000\n"
+                          "heartbeat.interval.ms=1000\n")
+        self.launch("WordCount", "--bootstrap", self.cluster.bootstrap, "--application-id", APP, "--input", INPUT,
+                    "--output", OUTPUT, "--state-dir", str(self.root / "state"), "--config", str(config))
+        self.wait(lambda: self.states()[-1:] == ["RUNNING"], "the Streams application RUNNING", 120)
+
+    def states(self) -> list[str]:
+        assert self.process is not None
+        return [json.loads(line)["state"] for line in self.process.output().splitlines()
+                if line.startswith('{"state"')]
 
 
 def test_streams_word_count_exactly_once_through_a_broker_kill_and_its_own(cluster: Cluster, java4: Scenario,
@@ -200,15 +213,14 @@ CONNECT_TOPIC = "connect-lines"
 CONNECT_INTERNAL = {"config": "connect-configs", "offset": "connect-offsets", "status": "connect-status"}
 
 
-class ConnectWorker:
-    """One ConnectDistributed worker process, its REST API on a free 127.0.0.1 port; each start
-    logs to a file of its own."""
+class ConnectWorker(JavaService):
+    """One ConnectDistributed worker, its REST API on a free 127.0.0.1 port."""
+
+    name = "connect"
 
     def __init__(self, java: Scenario, cluster: Cluster, root: Path) -> None:
-        self.java, self.cluster, self.root = java, cluster, root
+        super().__init__(java, cluster, root)
         self.port = free_port()
-        self.process: JavaProcess | None = None
-        self.starts = 0
         self.properties = root / "worker.properties"
         self.properties.write_text("\n".join([
             f"bootstrap.servers={cluster.bootstrap}",
@@ -219,6 +231,10 @@ class ConnectWorker:
             *(f"{kind}.storage.topic={topic}" for kind, topic in CONNECT_INTERNAL.items()),
             *(f"{kind}.storage.replication.factor=3" for kind in CONNECT_INTERNAL),
             "offset.flush.interval.ms=500",
+            # Fewer partitions and no classpath scan: a worker that starts in seconds, not a minute.
+            "offset.storage.partitions=2",
+            "status.storage.partitions=1",
+            "plugin.discovery=service_load",
             "exactly.once.source.support=enabled",
             "consumer.isolation.level=read_committed",
             "session.timeout.ms=6000",
@@ -227,10 +243,7 @@ class ConnectWorker:
         ]) + "\n")
 
     def start(self) -> None:
-        self.starts += 1
-        self.process = self.java.kafka.start(
-            "org.apache.kafka.connect.cli.ConnectDistributed", str(self.properties),
-            log=self.root / f"connect-{self.starts}.log", heap="384m", log_level="warn")
+        self.launch("org.apache.kafka.connect.cli.ConnectDistributed", str(self.properties))
         self.wait(lambda: isinstance(self.rest("GET", "/connectors"), list), "its REST API", 120)
 
     def rest(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -244,33 +257,6 @@ class ConnectWorker:
     def state(self, connector: str) -> tuple[str, list[str]]:
         status = self.rest("GET", f"/connectors/{connector}/status")
         return status["connector"]["state"], [task["state"] for task in status["tasks"]]
-
-    def wait(self, condition: Callable[[], Any], what: str, timeout: float = 90) -> Any:
-        process = self.process
-        assert process is not None
-
-        def holds() -> Any:
-            if not process.alive():
-                raise process.failure("the Connect worker exited")
-            return condition()
-
-        try:
-            return wait_until(holds, timeout, interval=0.2, what=what)
-        except TimeoutError as timed_out:
-            raise process.failure(f"Connect worker: {timed_out}") from None
-
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.process.kill()
-        self.process.process.wait(10)
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-
-    def logs(self) -> str:
-        return "\n".join(f"---- {log.name}\n{log.read_text(errors='replace')[-15_000:]}"
-                         for log in sorted(self.root.glob("connect-*.log")))
 
 
 def _append(path: Path, first: int, count: int) -> None:
