@@ -276,3 +276,62 @@ def test_acls_refuse_alice_what_she_was_not_granted(sasl_ssl: Target, java4: Sce
                          "--group", "other-group", "--expected", "1", "--timeout-ms", "15000", check=False)
     assert consumed.result.returncode != 0 and "GroupAuthorizationException" in consumed.result.stderr, \
         consumed.where()
+
+
+def test_admin_client_calls_of_kafka_tools(target: Target, java4: Scenario) -> None:
+    secured = target.name == "SASL_SSL"
+    config = target.config
+    if secured:
+        # The super user: ACLs and SCRAM users are the admin's business.
+        config = properties_file(Path(target.config).with_name("admin.properties"), {
+            **_properties(Path(target.config)), "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": jaas(PLAIN_MODULE, username="admin", password="admin-secret")})
+    topic, group = f"{target.prefix}admin", f"{target.prefix}admin-group"
+    run = java4.run("AdminCalls", "--bootstrap", target.bootstrap, "--config", config, "--topic", topic,
+                    "--group", group, "--broker-id", "1", "--security", str(secured).lower())
+    answers = {line["call"]: {k: v for k, v in line.items() if k != "call"} for line in run.having("call")}
+    dirs = [str(d) for d in target.broker.log_dirs]
+    expected = {
+        "createTopics": {},
+        "createTopics again": {"error": "TopicExistsException"},
+        "listTopics": {"names": True},
+        "describeTopics": {"partitions": [[0, 1, [1]], [1, 1, [1]]], "topicId": True},
+        "createPartitions": {"partitions": [[0, 1, [1]], [1, 1, [1]], [2, 1, [1]]], "topicId": True},
+        "describeConfigs": {"retention.ms": ["3600000", "DYNAMIC_TOPIC_CONFIG"],
+                            "segment.bytes": ["1073741824", "DEFAULT_CONFIG"]},
+        "incrementalAlterConfigs": {"retention.ms": ["604800000", "DEFAULT_CONFIG"],
+                                    "segment.bytes": ["1048576", "DYNAMIC_TOPIC_CONFIG"]},
+        "describeBrokerConfig": {"num.partitions": str(PARTITIONS)},
+        "describeCluster": {"nodes": [1], "controller": 1, "clusterId": True},
+        "produce": {},
+        "listOffsets": {"earliest": 0, "latest": 10},
+        "deleteRecords": {"low_watermark": 4, "earliest": 4},
+        "commitOffsets": {},
+        "listConsumerGroups": {"has": True},
+        "describeConsumerGroups": {"state": "Empty", "members": 0},
+        "listConsumerGroupOffsets": {"offsets": {"0": 7, "1": 0}},
+        "alterConsumerGroupOffsets": {"offsets": {"0": 9, "1": 0}},
+        "deleteConsumerGroupOffsets": {"offsets": {"0": 9}},
+        "electLeaders": {"error": "ElectionNotNeededException"},
+        "listPartitionReassignments": {"count": 0},
+        "deleteConsumerGroups": {"has": False},
+        "deleteTopics": {"names": False},
+    }
+    described_dirs = answers.pop("describeLogDirs", {})
+    assert sorted(p for replicas in described_dirs.get("dirs", {}).values() for p in replicas) == [0, 1, 2] and \
+        set(described_dirs["dirs"]) <= set(dirs), run.where()
+    if secured:
+        expected |= {
+            "createAcls": {"described": [f"(pattern=ResourcePattern(resourceType=TOPIC, name={topic}, "
+                                         "patternType=LITERAL), entry=(principal=User:bob, host=*, "
+                                         "operation=READ, permissionType=ALLOW))"]},
+            "deleteAcls": {"deleted": 1, "described": 0},
+            "alterUserScramCredentials": {"bob": ["SCRAM_SHA_256/8192"]},
+        }
+    wrong = {call: (answers.get(call), want) for call, want in expected.items() if answers.get(call) != want}
+    assert not wrong and run.lines[-1] == {"done": True}, f"calls answered otherwise (got, expected): {wrong}" \
+        + run.where()
+
+
+def _properties(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
