@@ -117,9 +117,14 @@ def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         broker.close()
 
 
+def _target(request: pytest.FixtureRequest, transport: str) -> Target:
+    target: Target = request.getfixturevalue("plaintext" if transport == "PLAINTEXT" else "sasl_ssl")
+    return target
+
+
 @pytest.fixture(params=["PLAINTEXT", "SASL_SSL"])
 def target(request: pytest.FixtureRequest) -> Target:
-    return request.getfixturevalue("plaintext" if request.param == "PLAINTEXT" else "sasl_ssl")
+    return _target(request, request.param)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +136,7 @@ def java4() -> Scenario:
 @pytest.mark.parametrize(("transport", "line"), [("PLAINTEXT", "4"), ("SASL_SSL", "4"), ("PLAINTEXT", "3.9")])
 def test_idempotent_producer_with_every_codec_and_a_consumer_group(request: pytest.FixtureRequest, transport: str,
                                                                    line: str) -> None:
-    target: Target = request.getfixturevalue("plaintext" if transport == "PLAINTEXT" else "sasl_ssl")
+    target = _target(request, transport)
     java = Scenario(line)
     topic = target.create_topic(f"{target.prefix}codecs-{line}")
     common = ("--bootstrap", target.bootstrap, "--config", target.config, "--topic", topic)
@@ -148,8 +153,12 @@ def test_idempotent_producer_with_every_codec_and_a_consumer_group(request: pyte
     assert again.having("key") == [] and again.lines[-1] == {"done": False, "count": 0}, again.where()
 
 
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
-def test_a_member_joins_and_leaves_with_each_assignor(target: Target, java4: Scenario, assignor: str) -> None:
+# Eager (range) over PLAINTEXT; cooperative, whose two-step rebalance asks more of the coordinator, over both.
+@pytest.mark.parametrize(("transport", "assignor"), [("PLAINTEXT", "range"), ("PLAINTEXT", "cooperative-sticky"),
+                                                     ("SASL_SSL", "cooperative-sticky")])
+def test_a_member_joins_and_leaves_with_each_assignor(request: pytest.FixtureRequest, java4: Scenario,
+                                                      transport: str, assignor: str) -> None:
+    target = _target(request, transport)
     strategy = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
                 "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}[assignor]
     topic = target.create_topic(f"{target.prefix}join-{assignor}", partitions=6)
@@ -231,13 +240,7 @@ def test_transactions(target: Target, java4: Scenario) -> None:
     assert len(committed_input) == 100 and len(written) == 150, where
 
     config = target.config
-    read_committed = config
-    if config == "-":
-        read_committed = str(Path(target.broker.root) / "read-committed.properties")
-        Path(read_committed).write_text("isolation.level=read_committed\n")
-    else:
-        read_committed = config.replace(".properties", "-read-committed.properties")
-        Path(read_committed).write_text(Path(config).read_text() + "isolation.level=read_committed\n")
+    read_committed = _config_with(target, "read-committed", {"isolation.level": "read_committed"})
 
     # read_committed shows the committed records of the input, and not the aborted nor the zombie's.
     read = java4.run("Consume", "--bootstrap", target.bootstrap, "--config", read_committed, "--topic", input_topic)
@@ -280,12 +283,10 @@ def test_acls_refuse_alice_what_she_was_not_granted(sasl_ssl: Target, java4: Sce
 
 def test_admin_client_calls_of_kafka_tools(target: Target, java4: Scenario) -> None:
     secured = target.name == "SASL_SSL"
-    config = target.config
-    if secured:
-        # The super user: ACLs and SCRAM users are the admin's business.
-        config = properties_file(Path(target.config).with_name("admin.properties"), {
-            **_properties(Path(target.config)), "sasl.mechanism": "PLAIN",
-            "sasl.jaas.config": jaas(PLAIN_MODULE, username="admin", password="admin-secret")})
+    # Over SASL_SSL, the super user: ACLs and SCRAM users are the admin's business.
+    config = _config_with(target, "admin", {
+        "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas(PLAIN_MODULE, username="admin", password="admin-secret"),
+    }) if secured else target.config
     topic, group = f"{target.prefix}admin", f"{target.prefix}admin-group"
     run = java4.run("AdminCalls", "--bootstrap", target.bootstrap, "--config", config, "--topic", topic,
                     "--group", group, "--broker-id", "1", "--security", str(secured).lower())
@@ -333,5 +334,8 @@ def test_admin_client_calls_of_kafka_tools(target: Target, java4: Scenario) -> N
         + run.where()
 
 
-def _properties(path: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+def _config_with(target: Target, name: str, settings: dict[str, str]) -> str:
+    """The target's client properties with `settings` over them, in a file of their own."""
+    base = {} if target.config == "-" else dict(
+        line.split("=", 1) for line in Path(target.config).read_text().splitlines() if "=" in line)
+    return properties_file(target.broker.root / f"{name}.properties", base | settings)
