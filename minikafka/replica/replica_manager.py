@@ -211,7 +211,8 @@ class Partition:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_end_at_last_fetch >= 0:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
-        elif fetch_offset > follower.log_end_offset and self.log.bytes_from(fetch_offset) <= IN_SYNC_WINDOW_BYTES:
+        elif (broker_id in self.isr and fetch_offset > follower.log_end_offset
+              and self.log.bytes_from(fetch_offset) <= IN_SYNC_WINDOW_BYTES):
             # Kafka's rule alone drops a follower that replicates flat out behind a busy leader:
             # producers waiting on acks=all keep their in-flight batches above the high
             # watermark, often more than one fetch of the partition takes, so no fetch reaches
