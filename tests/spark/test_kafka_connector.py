@@ -191,3 +191,32 @@ def test_a_checkpointed_query_stopped_and_restarted_reads_the_same_through_both(
     ends = {topic: {str(p): sum(1 for q, _ in placed if q == p) for p in range(3)}}
     assert _last_offsets(tmp_path / "kafka" / "checkpoint") == _last_offsets(tmp_path / "minikafka" / "checkpoint") \
         == ends
+
+
+def test_transactions_read_the_same_through_both_committed_and_uncommitted(
+        kafka: BrokerProcess, read_connector, read_kafka, topic_name):
+    topic = topic_name()
+    create_topic(kafka.bootstrap, topic, 2)
+    # The open transaction outlives four Spark reads: a timeout of its own, not librdkafka's 60 s.
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": topic,
+                                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(30)
+    for prefix, commit in ((b"committed", True), (b"aborted", False), (b"later", True), (b"open", None)):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, value=b"%s-%d" % (prefix, i), partition=i % 2)
+        producer.flush(30)
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+    try:
+        for isolation, expected in (("read_committed", 20), ("read_uncommitted", 40)):
+            options = {"subscribe": topic, "includeHeaders": "true", "kafka.isolation.level": isolation}
+            via_connector = _rows(read_connector(**options).load())
+            via_minikafka = _rows(read_kafka(**options).load())
+            assert via_connector == via_minikafka, isolation
+            assert len(via_connector) == expected, isolation
+    finally:
+        producer.abort_transaction(30)
+        del producer  # librdkafka's threads end with it, before the broker does
