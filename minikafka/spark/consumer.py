@@ -96,7 +96,8 @@ class _Columns:
         self.timestamp_types.append(_TIMESTAMP_TYPE_IDS.get(ts_type, -1))
         if self.include_headers:
             found = message.headers()
-            self.headers.append([{"key": k, "value": v} for k, v in found] if isinstance(found, list) else [])
+            # A record without headers has null headers, not an empty array, as in Spark's connector.
+            self.headers.append([{"key": k, "value": v} for k, v in found] if isinstance(found, list) and found else None)
 
     def batch(self) -> pa.RecordBatch:
         count = len(self.offsets)

@@ -2,7 +2,8 @@
 
 Spark's start-up (a JVM, then Python workers) costs seconds, so the session is shared by every
 test here; so is the broker, and each test uses topics of its own (`topic_name`). The broker's
-stderr is attached to any failed test's report.
+stderr is attached to any failed test's report. The session also carries Spark's own Kafka
+connector (format "kafka", fetched by Maven on first use), since jars join a JVM only at its start.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pyspark.sql import DataFrameReader, SparkSession
 
 from minikafka.spark import local_session
 from tests.integration.broker_process import BrokerProcess
+from tests.interop.spark_connector import spark_connector
 
 _BROKER: list[BrokerProcess] = []
 
@@ -34,6 +36,7 @@ def spark() -> Iterator[SparkSession]:
     session = local_session("minikafka-spark-tests", conf={
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.python.worker.reuse": "true",
+        "spark.jars": spark_connector().spark_jars,
     })
     session.sparkContext.setLogLevel("ERROR")
     try:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import pyspark
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.clients import confluent_consume, confluent_produce
+from tests.interop.spark_connector import ARTIFACT, spark_connector
 from tests.readme import block_containing, prose
 
 README_BOOTSTRAP = "127.0.0.1:9092"
@@ -36,3 +39,24 @@ def test_the_default_save_mode_fails_with_the_error_the_readme_explains(spark: S
         df.write.format("minikafka").option("kafka.bootstrap.servers", kafka.bootstrap).option(
             "topic", topic_name()).save()
     assert quoted.group(1) in " ".join(str(failure.value).split())
+
+
+def test_the_readme_connector_snippet_copies_demo_with_sparks_kafka_connector(spark: SparkSession, tmp_path: Path):
+    """The snippet's getOrCreate() returns the tests' session, which has the connector already (the
+    same jars spark.jars.packages would fetch); its own broker, since the snippet's topics are fixed."""
+    snippet = block_containing("python", 'format("kafka")')
+    assert README_BOOTSTRAP in snippet
+    broker = BrokerProcess(tmp_path / "broker").start()
+    try:
+        records = [(f"k{i}".encode(), f"hello {i}".encode()) for i in range(5)]
+        confluent_produce(broker.bootstrap, "demo", records)
+        namespace: dict[str, object] = {}
+
+        exec(compile(snippet.replace(README_BOOTSTRAP, broker.bootstrap), "README.md", "exec"), namespace)
+
+        copied = confluent_consume(broker.bootstrap, "copy", [0])
+        assert [(record.key, record.value) for record in copied] == records
+    finally:
+        broker.close()
+    connector = spark_connector()
+    assert namespace["connector"] == f"org.apache.spark:{ARTIFACT}_{connector.scala_version}:{pyspark.__version__}"

@@ -12,10 +12,9 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tests.integration.broker_process import BrokerProcess, wait_until
 from tests.integration.clients import confluent_produce, create_topic
+from tests.spark.queries import QUERY_TIMEOUT_S, data_batches, finish
 
 pytestmark = pytest.mark.integration
-
-QUERY_TIMEOUT_S = 120
 
 
 def _stream(spark: SparkSession, kafka: BrokerProcess, **options: str):
@@ -23,22 +22,6 @@ def _stream(spark: SparkSession, kafka: BrokerProcess, **options: str):
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
-
-
-def _finish(query: StreamingQuery) -> None:
-    """Wait for an availableNow query to end by itself; re-raise what stopped it."""
-    try:
-        finished = query.awaitTermination(QUERY_TIMEOUT_S)
-    finally:
-        if query.isActive:
-            query.stop()
-    assert finished, f"query still running after {QUERY_TIMEOUT_S}s"
-    if query.exception() is not None:
-        raise AssertionError(f"query failed: {query.exception()}")
-
-
-def _data_batches(query: StreamingQuery) -> list[int]:
-    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
 
 def _produce_numbered(kafka: BrokerProcess, topic: str, first: int, count: int) -> dict[tuple[int, int], bytes]:
@@ -54,9 +37,9 @@ def test_max_offsets_per_trigger_caps_every_batch(spark: SparkSession, kafka: Br
 
     query = (_stream(spark, kafka, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="700")
              .writeStream.format("memory").queryName("capped").trigger(availableNow=True).start())
-    _finish(query)
+    finish(query)
 
-    batches = _data_batches(query)
+    batches = data_batches(query)
     assert all(rows <= 700 for rows in batches) and len(batches) >= 5, batches
     rows = spark.table("capped").select("partition", "offset", "value").collect()
     assert {(r.partition, r.offset): r.value for r in rows} == produced
@@ -71,13 +54,13 @@ def test_latest_is_the_default_start_and_json_offsets_pick_the_start(spark: Spar
 
     from_latest = (_stream(spark, kafka, subscribe=topic).writeStream.format("memory").queryName("from_latest")
                    .trigger(availableNow=True).start())
-    _finish(from_latest)
+    finish(from_latest)
     assert spark.table("from_latest").count() == 0
 
     starting = json.dumps({topic: {"0": -2, "1": -1}})
     from_json = (_stream(spark, kafka, subscribe=topic, startingOffsets=starting).writeStream.format("memory")
                  .queryName("from_json").trigger(availableNow=True).start())
-    _finish(from_json)
+    finish(from_json)
     partitions = {r.partition for r in spark.table("from_json").select("partition").collect()}
     assert partitions == {0}
     assert spark.table("from_json").count() == _count_partition(spark, kafka, topic, 0) > 0
@@ -105,7 +88,7 @@ def test_stopped_mid_stream_and_restarted_from_checkpoint_loses_and_repeats_noth
 
     first = start(available_now=False)
     try:
-        wait_until(lambda: len(_data_batches(first)) >= 2, timeout=QUERY_TIMEOUT_S, what="two micro-batches")
+        wait_until(lambda: len(data_batches(first)) >= 2, timeout=QUERY_TIMEOUT_S, what="two micro-batches")
     finally:
         first.stop()
     assert first.exception() is None
@@ -114,7 +97,7 @@ def test_stopped_mid_stream_and_restarted_from_checkpoint_loses_and_repeats_noth
 
     produced.update(_produce_numbered(kafka, topic, 6000, 1000))
     second = start(available_now=True)
-    _finish(second)
+    finish(second)
 
     # The offsets in the checkpoint are Spark's Kafka source JSON: {topic: {partition: next offset}}.
     last_batch = max((checkpoint / "offsets").glob("[0-9]*"), key=lambda f: int(f.name))
@@ -125,7 +108,7 @@ def test_stopped_mid_stream_and_restarted_from_checkpoint_loses_and_repeats_noth
     seen = [(r.partition, r.offset) for r in rows]
     assert len(seen) == len(set(seen)), "records read twice"
     assert {(r.partition, r.offset): r.value for r in rows} == produced
-    assert sum(_data_batches(second)) == len(produced) - done_before
+    assert sum(data_batches(second)) == len(produced) - done_before
 
 
 def test_new_topics_of_a_pattern_are_picked_up(spark: SparkSession, kafka: BrokerProcess, topic_name):
@@ -186,7 +169,7 @@ def test_streaming_write_copies_a_topic(spark: SparkSession, kafka: BrokerProces
              .writeStream.format("minikafka").option("kafka.bootstrap.servers", kafka.bootstrap)
              .option("topic", target).option("checkpointLocation", str(tmp_path / "checkpoint"))
              .trigger(availableNow=True).start())
-    _finish(query)
+    finish(query)
 
     copied = (spark.read.format("minikafka").option("kafka.bootstrap.servers", kafka.bootstrap)
               .option("subscribe", target).load().collect())
