@@ -65,7 +65,11 @@ logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-META_PROPERTIES_VERSION = "1"
+# A new dir gets the version a ZooKeeper-mode Kafka broker writes (0, with broker.id); a dir
+# that has a file keeps its version, because Kafka 3.9 in ZooKeeper mode refuses to start on
+# version 1 (KRaft's, with node.id) unless a migration is on.
+NEW_META_PROPERTIES_VERSION = "0"
+META_PROPERTIES_VERSIONS = ("0", "1")
 # Kafka reserves the smallest uuids as markers (unknown, offline, lost dir).
 _RESERVED_DIRECTORY_IDS = {uuid.UUID(int=i) for i in range(100)}
 
@@ -371,13 +375,13 @@ class LogManager:
                 raise InconsistentMetadataError(f"{path}: malformed directory.id {props['directory.id']!r}") from exc
         if directory_id in self.directory_ids.values():
             raise InconsistentMetadataError(f"{path}: directory.id {directory_id} is used by another log dir")
-        # Kafka reads node.id from a version-1 file and broker.id from version 0: write both.
-        wanted = {
-            "version": META_PROPERTIES_VERSION,
-            "broker.id": str(self.broker_id),
-            "node.id": str(self.broker_id),
-            "cluster.id": self.cluster_id,
-        }
+        version = props.get("version", NEW_META_PROPERTIES_VERSION)
+        if version not in META_PROPERTIES_VERSIONS:
+            raise InconsistentMetadataError(
+                f"{path} has version {version!r}; this broker reads versions {', '.join(META_PROPERTIES_VERSIONS)}")
+        # Kafka reads broker.id from a version-0 file and node.id from version 1.
+        wanted = {"version": version, "broker.id" if version == "0" else "node.id": str(self.broker_id),
+                  "cluster.id": self.cluster_id}
         if directory_id is None:
             directory_id = uuid.uuid4()
             while directory_id in _RESERVED_DIRECTORY_IDS:

@@ -55,8 +55,10 @@ def test_startup_creates_dirs_with_meta_properties_and_lock(dirs, managers):
     for log_dir in dirs:
         with open(os.path.join(log_dir, "meta.properties")) as handle:
             props = parse_properties(handle.read())
-        assert props["version"] == "1"
-        assert props["broker.id"] == props["node.id"] == "3"
+        # What a ZooKeeper-mode Kafka broker writes, so that Kafka can take the dirs over.
+        assert props["version"] == "0"
+        assert props["broker.id"] == "3"
+        assert "node.id" not in props
         assert props["cluster.id"] == "cluster-x"
         assert len(props["directory.id"]) == 22
         assert uuid_from_base64(props["directory.id"]) == manager.directory_ids[log_dir]
@@ -65,6 +67,32 @@ def test_startup_creates_dirs_with_meta_properties_and_lock(dirs, managers):
     ids = dict(manager.directory_ids)
     stop(manager, managers)
     assert start(dirs, managers, broker_id=3).directory_ids == ids
+
+
+@pytest.mark.parametrize("version, id_key", [("0", "broker.id"), ("1", "node.id")])
+def test_meta_properties_keep_the_version_the_dir_had(dirs, managers, version, id_key):
+    # Kafka 3.9 in ZooKeeper mode refuses a version-1 file: a dir it wrote as version 0 must
+    # stay version 0 after minikafka ran on it (and a version-1 dir stays version 1).
+    for log_dir in dirs:
+        os.makedirs(log_dir)
+        with open(os.path.join(log_dir, "meta.properties"), "w") as handle:
+            handle.write(f"#written by Kafka\ncluster.id=cluster-x\n{id_key}=3\nversion={version}\n")
+    manager = start(dirs, managers, broker_id=3)
+    for log_dir in dirs:
+        with open(os.path.join(log_dir, "meta.properties")) as handle:
+            props = parse_properties(handle.read())
+        assert props["version"] == version
+        assert props[id_key] == "3"
+        assert ("node.id" in props) == (version == "1")
+        assert uuid_from_base64(props["directory.id"]) == manager.directory_ids[log_dir]
+
+
+def test_meta_properties_of_an_unknown_version_are_refused(dirs, managers):
+    os.makedirs(dirs[0])
+    with open(os.path.join(dirs[0], "meta.properties"), "w") as handle:
+        handle.write("cluster.id=cluster-x\nnode.id=3\nversion=7\n")
+    with pytest.raises(InconsistentMetadataError, match="version '7'"):
+        start(dirs, managers, broker_id=3)
 
 
 def test_a_locked_dir_refuses_a_second_broker(dirs, managers):
