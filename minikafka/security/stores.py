@@ -23,7 +23,7 @@ import logging
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.exceptions import NodeExistsError
@@ -94,6 +94,13 @@ def decode_credentials(user: str, configs: dict[str, str]) -> dict[str, ScramCre
 
 def encode_credentials(credentials: dict[str, ScramCredential]) -> dict[str, str]:
     return {mechanism: credential.encode() for mechanism, credential in sorted(credentials.items())}
+
+
+def merge_credentials(configs: Mapping[str, str], credentials: dict[str, ScramCredential]) -> dict[str, str]:
+    """A user's configs with its SCRAM credentials replaced: the other keys of the znode
+    (Kafka's client quotas, such as producer_byte_rate) are another tool's and stay."""
+    kept = {key: value for key, value in configs.items() if key not in HASHES}
+    return kept | encode_credentials(credentials)
 
 
 def sanitize(name: str) -> str:
@@ -174,13 +181,14 @@ class ZkSecurityStore(SecurityStore):
 
     async def user_credentials(self, sanitized: str) -> dict[str, ScramCredential] | None:
         configs = await self.zk.entity_configs(USERS, sanitized)
-        return None if not configs else decode_credentials(desanitize(sanitized), configs)
+        # A user whose znode holds only quotas has no credential.
+        return (decode_credentials(desanitize(sanitized), configs) if configs else None) or None
 
     async def update_credentials(self, user: str, change: CredentialChange) -> dict[str, ScramCredential]:
-        current = await self.user_credentials(sanitize(user)) or {}
-        updated = change(current)
+        configs = await self.zk.entity_configs(USERS, sanitize(user)) or {}
+        updated = change(decode_credentials(user, configs))
         # Written with its change notification, which every broker (this one too) watches.
-        await self.zk.set_entity_configs(USERS, sanitize(user), encode_credentials(updated))
+        await self.zk.set_entity_configs(USERS, sanitize(user), merge_credentials(configs, updated))
         return updated
 
     async def acls(self) -> dict[ResourcePattern, AclEntries]:
