@@ -270,6 +270,8 @@ class ZkController:
     async def _take_over(self) -> None:
         """Read everything, fix what no controller looked after, and tell every broker."""
         await self.zk.controller_id(watch=lambda: self.post(self.controller_moved))
+        # As Kafka's controller does at inter.broker.protocol.version 2.7 or later (KIP-584).
+        await self.zk.enable_feature_versioning()
         state = self.state
         state.brokers = await self.zk.live_brokers(watch=self._watch(self._brokers_changed))
         for broker, registration in state.brokers.items():

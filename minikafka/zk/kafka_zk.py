@@ -8,7 +8,7 @@ and nothing outside kazoo runs on kazoo's thread.
 The znodes and their JSON are Kafka's (so Kafka's own tools can read the cluster):
 /cluster/id, /brokers/ids/N, /brokers/topics/T[/partitions/P/state], /controller,
 /controller_epoch, /config/{topics,brokers,changes}, /admin/delete_topics, /isr_change_notification,
-/log_dir_event_notification, /latest_producer_id_block.
+/log_dir_event_notification, /latest_producer_id_block, /feature.
 """
 
 from __future__ import annotations
@@ -226,6 +226,59 @@ def _load(path: str, data: bytes) -> Any:
 
 
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+FEATURE = "/feature"
+
+
+@dataclass(frozen=True)
+class ControllerZnode:
+    """/controller. Version 1 names the ZooKeeper-mode controller broker; version 2, written by
+    a KRaft controller while a cluster migrates, adds the KRaft controller's epoch."""
+
+    broker_id: int
+    kraft_controller_epoch: int | None = None
+
+    @classmethod
+    def decode(cls, data: bytes) -> ControllerZnode:
+        doc = _load("/controller", data)
+        try:
+            kraft_epoch = doc.get("kraftControllerEpoch")
+            return cls(int(doc["brokerid"]), None if kraft_epoch is None or int(kraft_epoch) < 0 else int(kraft_epoch))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"/controller holds no broker id: {doc}") from exc
+
+
+FEATURE_DISABLED, FEATURE_ENABLED = 0, 1
+
+
+@dataclass(frozen=True)
+class FeatureZnode:
+    """/feature, KIP-584's finalized features as a ZooKeeper-mode Kafka controller writes them:
+    version 1 gives each feature a min and max version level, version 2 the max alone.
+    ``epoch`` is the znode's version, which Kafka reports as the finalized features' epoch."""
+
+    version: int
+    status: int
+    features: Mapping[str, int]
+    epoch: int = -1
+
+    @classmethod
+    def decode(cls, data: bytes, epoch: int) -> FeatureZnode:
+        doc = _load(FEATURE, data)
+        try:
+            version, status = int(doc["version"]), int(doc["status"])
+            features = {str(name): int(levels["max_version_level"]) for name, levels in doc["features"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{FEATURE} is not Kafka's feature znode: {doc}") from exc
+        if version not in (1, 2) or status not in (FEATURE_DISABLED, FEATURE_ENABLED):
+            raise ValueError(f"{FEATURE} has version {version} and status {status}, which this broker does not know")
+        return cls(version, status, features, epoch)
+
+    def encode(self) -> bytes:
+        def levels(level: int) -> dict[str, int]:
+            return {"max_version_level": level} if self.version > 1 else {"min_version_level": level,
+                                                                           "max_version_level": level}
+        return _json({"version": self.version, "status": self.status,
+                      "features": {name: levels(level) for name, level in self.features.items()}})
 
 
 def topic_path(topic: str) -> str:
@@ -458,10 +511,12 @@ class KafkaZk:
 
     # -- controller election -----------------------------------------------------------------
     async def controller_id(self, watch: Watch | None = None) -> int | None:
+        znode = await self.controller(watch)
+        return None if znode is None else znode.broker_id
+
+    async def controller(self, watch: Watch | None = None) -> ControllerZnode | None:
         got = await self.get("/controller", watch)
-        if got is None:
-            return None
-        return int(_load("/controller", got[0])["brokerid"])
+        return None if got is None else ControllerZnode.decode(got[0])
 
     async def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
         """Create /controller and bump /controller_epoch; (epoch, its zk version), or None
@@ -490,11 +545,40 @@ class KafkaZk:
     async def resign_controller(self, broker_id: int) -> None:
         """Delete /controller if this broker holds it, so that a new election runs."""
         got = await self.get("/controller")
-        if got is not None and int(_load("/controller", got[0])["brokerid"]) == broker_id:
+        if got is not None and ControllerZnode.decode(got[0]) == ControllerZnode(broker_id):
             try:
                 await self._call(self.client.delete_async("/controller", got[1].version))
             except (NoNodeError, BadVersionError):
                 pass
+
+    # -- finalized features ------------------------------------------------------------------
+    async def feature(self, watch: Watch | None = None) -> FeatureZnode | None:
+        got = await self.get(FEATURE, watch)
+        return None if got is None else FeatureZnode.decode(got[0], int(got[1].version))
+
+    async def enable_feature_versioning(self) -> FeatureZnode:
+        """What a ZooKeeper-mode Kafka controller at inter.broker.protocol.version 2.7 or later
+        does when elected: create /feature, enabled with no finalized feature, if it is missing;
+        enable it if it is disabled; leave it as it is otherwise (its finalized features are the
+        operator's, set with kafka-features)."""
+        while True:
+            got = await self.get(FEATURE)
+            if got is None:
+                created = FeatureZnode(2, FEATURE_ENABLED, {}, 0)
+                try:
+                    await self.create(FEATURE, created.encode())
+                    return created
+                except NodeExistsError:
+                    continue
+            current = FeatureZnode.decode(got[0], int(got[1].version))
+            if current.status == FEATURE_ENABLED:
+                return current
+            enabled = FeatureZnode(current.version, FEATURE_ENABLED, current.features)
+            try:
+                version = await self.set(FEATURE, enabled.encode(), got[1].version)
+            except StaleState:
+                continue
+            return FeatureZnode(enabled.version, enabled.status, enabled.features, version)
 
     # -- topics and partitions ---------------------------------------------------------------
     async def topic_names(self, watch: Watch | None = None) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from minikafka.security.scram import new_credential
 from minikafka.security.stores import ZkSecurityStore
-from minikafka.zk.kafka_zk import KafkaZk
+from minikafka.zk.kafka_zk import FEATURE, FEATURE_ENABLED, ControllerZnode, FeatureZnode, KafkaZk
 from tests.system.zookeeper import ZooKeeperProcess
 
 
@@ -41,3 +41,50 @@ async def test_a_scram_write_keeps_the_quotas_of_the_user(zk: KafkaZk) -> None:
     await store.update_credentials("alice", lambda current: {})
     assert await zk.entity_configs("users", "alice") == {"producer_byte_rate": "1024",
                                                          "consumer_byte_rate": "2048"}
+
+
+async def test_controller_znode_v2_of_a_migration_is_read_and_left(zk: KafkaZk) -> None:
+    # What a KRaft controller writes while it migrates a ZooKeeper cluster.
+    written = b'{"version":2,"brokerid":3000,"timestamp":"1700000000000","kraftControllerEpoch":7}'
+    await zk.create("/controller", written, ephemeral=True)
+    assert await zk.controller() == ControllerZnode(3000, 7)
+    assert await zk.controller_id() == 3000
+    assert await zk.try_become_controller(3000) is None
+    await zk.resign_controller(3000)  # not the ZooKeeper-mode controller 3000: not deleted
+    got = await zk.get("/controller")
+    assert got is not None and got[0] == written
+
+
+async def test_controller_znode_v1_is_read(zk: KafkaZk) -> None:
+    await zk.create("/controller", b'{"version":1,"brokerid":2,"timestamp":"1700000000000"}', ephemeral=True)
+    assert await zk.controller() == ControllerZnode(2, None)
+    await zk.resign_controller(2)
+    assert await zk.controller() is None
+
+
+@pytest.mark.parametrize("written, expected", [
+    # Kafka 3.9's controller, elected in a fresh cluster.
+    (b'{"features":{},"version":2,"status":1}', FeatureZnode(2, FEATURE_ENABLED, {}, 0)),
+    # Version 1 (Kafka 2.7 to 3.2) with a finalized feature, as kafka-features leaves it.
+    (b'{"features":{"group.version":{"min_version_level":1,"max_version_level":1}},"version":1,"status":1}',
+     FeatureZnode(1, FEATURE_ENABLED, {"group.version": 1}, 0)),
+])
+async def test_feature_znode_as_kafka_wrote_it_is_read_and_left(zk: KafkaZk, written: bytes,
+                                                             expected: FeatureZnode) -> None:
+    await zk.create(FEATURE, written)
+    assert await zk.feature() == expected
+    assert await zk.enable_feature_versioning() == expected
+    got = await zk.get(FEATURE)
+    assert got is not None and got[0] == written and got[1].version == 0
+
+
+async def test_feature_versioning_is_enabled_as_kafka_controller_does(zk: KafkaZk) -> None:
+    assert await zk.feature() is None
+    assert await zk.enable_feature_versioning() == FeatureZnode(2, FEATURE_ENABLED, {}, 0)
+    got = await zk.get(FEATURE)
+    assert got is not None and json.loads(got[0]) == {"version": 2, "status": 1, "features": {}}
+    # Disabled by a controller below inter.broker.protocol.version 2.7: enabled, features kept.
+    await zk.set(FEATURE, b'{"features":{"f":{"max_version_level":3}},"version":2,"status":0}')
+    assert await zk.enable_feature_versioning() == FeatureZnode(2, FEATURE_ENABLED, {"f": 3}, 2)
+    feature = await zk.feature()
+    assert feature == FeatureZnode(2, FEATURE_ENABLED, {"f": 3}, 2)
