@@ -297,6 +297,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   "bytes per second this broker as follower fetches for the replicas listed in "
                   "follower.replication.throttled.replicas, together",
                   lambda v: v >= 0, "must be >= 0", dynamic=True),
+        ConfigDef("minikafka.controller.eligible", _parse_bool, True,
+                  "cluster mode: whether this broker stands in controller elections; false keeps it from ever "
+                  "creating /controller, so that the controller stays an Apache Kafka broker while a mixed "
+                  "cluster migrates (minikafka's own key: Apache Kafka ignores it with a warning)"),
         ConfigDef("zookeeper.session.timeout.ms", _parse_int, 18000,
                   "ZooKeeper session timeout: a broker silent this long is taken for dead", lambda v: v >= 1,
                   "must be >= 1"),

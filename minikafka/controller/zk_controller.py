@@ -160,6 +160,8 @@ class ZkController:
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        if not self.config["minikafka.controller.eligible"]:
+            log.info("broker %d never stands for controller (minikafka.controller.eligible=false)", self.broker_id)
         self.post(self._elect)
 
     def post(self, event: Callable[[], Awaitable[None]]) -> None:
@@ -226,7 +228,7 @@ class ZkController:
         self.post(while_controller)
 
     async def _elect(self) -> None:
-        if self.active:
+        if self.active or not self.config["minikafka.controller.eligible"]:
             return
         current = await self.zk.controller_id(watch=lambda: self.post(self._elect))
         if current is not None:
