@@ -36,7 +36,11 @@ from protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 ASSIGN_REPLICAS_TO_DIRS, ASSIGN_REPLICAS_TO_DIRS_VERSION = 73, 0
+API_VERSIONS = 18
 RETRY_BACKOFF_S = 0.5
+# How often a controller that does not serve AssignReplicasToDirs is asked again (one ApiVersions):
+# it may be replaced, at the same address, by one that does (a broker rolled to minikafka).
+UNSERVED_RECHECK_S = 30.0
 REQUEST_TIMEOUT_S = 10.0
 # The partition is gone or not this broker's any more: there is nothing to record.
 FINAL_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.NOT_LEADER_OR_FOLLOWER})
@@ -44,6 +48,11 @@ FINAL_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.NOT_LEADER_OR_FO
 QUEUED_ASSIGNMENTS = Gauge(
     "kafka_server_KafkaServer_QueuedReplicaToDirAssignments",
     "Replicas whose log dir the controller has not recorded yet (queued for AssignReplicasToDirs)")
+
+
+class ControllerWithoutDirAssignments(Exception):
+    """The controller does not serve AssignReplicasToDirs: an Apache Kafka broker in ZooKeeper
+    mode, whose brokers never send it (its controller does not track replicas by dir)."""
 
 
 class LogDirReports:
@@ -59,6 +68,7 @@ class LogDirReports:
         self.queued: dict[TopicPartition, tuple[uuid.UUID, uuid.UUID]] = {}  # -> (topic id, directory id)
         self.recorded: dict[TopicPartition, uuid.UUID] = {}  # what the controller acknowledged
         self._wake = asyncio.Event()
+        self._unserved_by: str | None = None  # the controller address that said it does not serve them
         self._tasks: set[asyncio.Task[None]] = set()
         QUEUED_ASSIGNMENTS.set_function(lambda: len(self.queued))
 
@@ -96,11 +106,27 @@ class LogDirReports:
             self._wake.clear()
             while self.queued:
                 batch = dict(self.queued)
+                backoff = RETRY_BACKOFF_S
                 try:
                     answered = await self._assign(batch)
+                except ControllerWithoutDirAssignments as exc:
+                    if self._unserved_by is None:
+                        log.warning(
+                            "the controller at %s does not serve AssignReplicasToDirs: it is an Apache Kafka broker "
+                            "in ZooKeeper mode, which does not record which log dir holds each replica. While it is "
+                            "controller, KIP-858's detection of a replaced disk is off (a failed dir is still "
+                            "reported); %d replica(s) wait, and it is asked again every %.0f s", exc,
+                            len(self.queued), UNSERVED_RECHECK_S)
+                    self._unserved_by = str(exc)
+                    answered, backoff = {}, UNSERVED_RECHECK_S
                 except Exception as exc:  # the controller unreachable, moving, or failing: later
                     log.debug("AssignReplicasToDirs failed (%s); retrying", exc)
                     answered = {}
+                else:
+                    if self._unserved_by is not None:
+                        log.info("the controller records which log dir holds each replica again; "
+                                 "replaced-disk detection (KIP-858) is on")
+                        self._unserved_by = None
                 for key, error in answered.items():
                     if self.queued.get(key) != batch[key]:
                         continue  # placed again meanwhile: send the newer one
@@ -110,7 +136,7 @@ class LogDirReports:
                     elif error in FINAL_ERRORS:
                         del self.queued[key]
                 if self.queued:
-                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    await asyncio.sleep(backoff)
 
     async def _assign(self, batch: dict[TopicPartition, tuple[uuid.UUID, uuid.UUID]]) -> dict[TopicPartition, ErrorCode]:
         """Send the assignments to the controller; the answer per partition (empty: try later)."""
@@ -130,6 +156,10 @@ class LogDirReports:
             by_dir.setdefault(directory, {}).setdefault(topic_id, []).append(index)
         client = BrokerClient(*address, client_id=f"broker-{membership.broker_id}", security=membership.security)
         try:
+            versions = await client.request(API_VERSIONS, 0, {}, REQUEST_TIMEOUT_S)
+            if not any(v.api_key == ASSIGN_REPLICAS_TO_DIRS and v.min_version <= ASSIGN_REPLICAS_TO_DIRS_VERSION
+                       <= v.max_version for v in versions.api_keys):
+                raise ControllerWithoutDirAssignments(client.address)
             response = await client.request(ASSIGN_REPLICAS_TO_DIRS, ASSIGN_REPLICAS_TO_DIRS_VERSION, {
                 "broker_id": membership.broker_id, "broker_epoch": membership.broker_epoch,
                 "directories": [{"id": directory, "topics": [
@@ -138,6 +168,8 @@ class LogDirReports:
                 REQUEST_TIMEOUT_S)
         finally:
             client.close()
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            raise ControllerWithoutDirAssignments(client.address)
         if response.error_code != ErrorCode.NONE:
             return {}
         return {keys[(topic.topic_id, p.partition_index)]: ErrorCode(p.error_code)
