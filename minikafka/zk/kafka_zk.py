@@ -814,7 +814,8 @@ class KafkaZk:
         path = "/latest_producer_id_block"
         while True:
             got = await self.get(path)
-            if got is None:
+            # Kafka's brokers create the znode empty at startup: no block was handed out yet.
+            if got is None or not got[0]:
                 start = 0
             else:
                 start = int(_load(path, got[0])["block_end"]) + 1

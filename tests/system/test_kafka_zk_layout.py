@@ -88,3 +88,10 @@ async def test_feature_versioning_is_enabled_as_kafka_controller_does(zk: KafkaZ
     assert await zk.enable_feature_versioning() == FeatureZnode(2, FEATURE_ENABLED, {"f": 3}, 2)
     feature = await zk.feature()
     assert feature == FeatureZnode(2, FEATURE_ENABLED, {"f": 3}, 2)
+
+
+async def test_the_first_producer_id_block_follows_the_empty_znode_kafka_creates(zk: KafkaZk) -> None:
+    # A Kafka broker creates /latest_producer_id_block, empty, among its persistent paths.
+    await zk.create("/latest_producer_id_block")
+    assert await zk.allocate_producer_ids(2) == range(0, 1000)
+    assert await zk.allocate_producer_ids(3) == range(1000, 2000)
