@@ -30,6 +30,7 @@ from prometheus_client import Gauge
 from minikafka.config import BrokerConfig
 from minikafka.controller import elections, replica_log_ends
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
+from minikafka.controller.isr_proposals import IsrProposal, Unchanged, judge
 from minikafka.controller.reassignment import (
     ReplicaAssignment,
     cancel,
@@ -56,6 +57,8 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 # An unclean election waiting for a replica's answer tries again this often, this many times.
 UNCLEAN_RETRY_S, UNCLEAN_ATTEMPTS = 2.0, 15
+# AlterPartition's answer for one partition: an error, or the partition's state as recorded.
+AlterPartitionResult = tuple[ErrorCode, "PartitionRecord | None"]
 _CHANGED_MEANWHILE: tuple[ErrorCode, str | None] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
 
 ACTIVE_CONTROLLER = Gauge("kafka_controller_KafkaController_ActiveControllerCount",
@@ -680,6 +683,71 @@ class ZkController:
                     await self._elect_offline([tp] if updated.state.leader < 0 else [])
             results[(topic_id, index)] = ErrorCode.NONE
         return ErrorCode.NONE, results
+
+    # ---- requests of Kafka brokers: ISR changes (2.7-IV2 on) and producer ids (3.0 on) --------
+    async def alter_partition(self, broker: int, broker_epoch: int,
+                              proposals: Mapping[tuple[str | uuid.UUID, int], IsrProposal]
+                              ) -> tuple[ErrorCode, dict[tuple[str | uuid.UUID, int], AlterPartitionResult]]:
+        """``broker``, leading the partitions (each keyed by topic name or id, and index),
+        proposes their new ISRs; per partition the error, or the state now recorded."""
+        return await self._ask(lambda: self._alter_partition(broker, broker_epoch, proposals))
+
+    async def _alter_partition(self, broker: int, broker_epoch: int,
+                               proposals: Mapping[tuple[str | uuid.UUID, int], IsrProposal]
+                               ) -> tuple[ErrorCode, dict[tuple[str | uuid.UUID, int], AlterPartitionResult]]:
+        state = self.state
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, {}
+        registration = state.brokers.get(broker)
+        if registration is None or registration.epoch != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, {}
+        names = {assignment.topic_id: name for name, assignment in state.topics.items()}
+        live_epochs = {b: r.epoch for b, r in state.brokers.items() if b not in state.shutting_down}
+        results: dict[tuple[str | uuid.UUID, int], AlterPartitionResult] = {}
+        changed: dict[TopicPartition, PartitionRecord] = {}
+        for (topic, index), proposal in proposals.items():
+            name = names.get(topic) if isinstance(topic, uuid.UUID) else topic
+            tp = (name, index) if name is not None else ("", index)
+            record = state.partitions.get(tp)
+            if record is None or tp[0] in state.deleting:
+                missing = ErrorCode.UNKNOWN_TOPIC_ID if isinstance(topic, uuid.UUID) else \
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results[(topic, index)] = (missing, None)
+                continue
+            verdict = judge(broker, proposal, record.state, record.zk_version, state.replicas(tp), live_epochs)
+            if isinstance(verdict, ErrorCode):
+                log.info("refused %s's ISR change of %s-%d to %s: %s", f"broker {broker}", tp[0], tp[1],
+                         list(proposal.isr), verdict.name)
+                results[(topic, index)] = (verdict, None)
+                continue
+            if isinstance(verdict, Unchanged):
+                results[(topic, index)] = (ErrorCode.NONE, record)
+                continue
+            updated = await self._write(tp, verdict)
+            if updated is None:
+                results[(topic, index)] = (ErrorCode.INVALID_UPDATE_VERSION, None)
+                continue
+            log.info("ISR of %s-%d is now %s (proposed by its leader, broker %d)", tp[0], tp[1],
+                     list(verdict.isr), broker)
+            results[(topic, index)] = (ErrorCode.NONE, updated)
+            changed[tp] = updated
+        if changed:
+            self._send_update_metadata(state.brokers, changed)
+        for tp in changed:
+            if state.assignment_of(tp).moving:
+                await self._finish_reassignment(tp)
+        return ErrorCode.NONE, results
+
+    async def allocate_producer_ids(self, broker: int, broker_epoch: int) -> tuple[ErrorCode, range]:
+        """The next block of producer ids for ``broker``, claimed in /latest_producer_id_block."""
+        async def allocate() -> tuple[ErrorCode, range]:
+            registration = self.state.brokers.get(broker)
+            if not self.active:
+                return ErrorCode.NOT_CONTROLLER, range(0)
+            if registration is None or registration.epoch != broker_epoch:
+                return ErrorCode.STALE_BROKER_EPOCH, range(0)
+            return ErrorCode.NONE, await self.zk.allocate_producer_ids(broker)
+        return await self._ask(allocate)
 
     # ---- topics --------------------------------------------------------------------------
     async def _topics_changed(self) -> None:

@@ -4,12 +4,17 @@ real Kafka brokers started from their jars, real minikafka broker processes, one
 from __future__ import annotations
 
 import contextlib
+import json
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kafka.admin import KafkaAdminClient, NewTopic
+from kazoo.client import KazooClient
 
 from tests.integration.broker_process import HOST, BrokerProcess, KafkaWire, free_port, wait_until
 from tests.interop.kafka import JavaProcess, kafka
@@ -122,3 +127,64 @@ def test_under_a_kafka_controller_replica_dirs_are_not_asked_for_again_and_again
                interval=0.2, what="two more replicas")
     assert broker.stderr_text().count(warning) == 1
     assert "KIP-858's detection of a replaced disk is off" in broker.stderr_text()
+
+
+def _state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
+    data, _ = zk.get(f"{CHROOT}/brokers/topics/{topic}/partitions/{partition}/state")
+    return dict(json.loads(data))
+
+
+def test_kafka_brokers_change_isrs_and_get_producer_ids_from_a_minikafka_controller(
+        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+    # Kafka 3.9 brokers (inter.broker.protocol.version 3.9) send AlterPartition and
+    # AllocateProducerIds to the controller rather than writing ZooKeeper themselves.
+    controller = minikafka_broker(tmp_path / "mini1", 1, zookeeper, **{"replica.lag.time.max.ms": "5000"})
+    closing.append(controller.start())
+    leader = KafkaZkBroker(tmp_path / "kafka2", 2, zookeeper)
+    closing.append(leader.start())
+    # A session that outlives the pause below: the follower only stops fetching, it stays registered.
+    follower = KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"})
+    closing.append(follower.start())
+    admin = KafkaAdminClient(bootstrap_servers=leader.bootstrap)
+    try:
+        admin.create_topics([NewTopic("isr", replica_assignments={0: [2, 3]})])
+    finally:
+        admin.close()
+    zk = KazooClient(hosts=zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        wait_until(lambda: any((d / "isr-0").is_dir() for d in follower.log_dirs), 60, interval=0.2,
+                   what="the follower's replica")
+        assert follower.process is not None
+        follower.process.process.send_signal(signal.SIGSTOP)  # the follower stops fetching
+        try:
+            wait_until(lambda: _state(zk, "isr", 0)["isr"] == [2], 60, interval=0.2,
+                       what="the Kafka leader's shrink of the ISR, through the minikafka controller")
+        finally:
+            follower.process.process.send_signal(signal.SIGCONT)
+        wait_until(lambda: sorted(_state(zk, "isr", 0)["isr"]) == [2, 3], 60, interval=0.2,
+                   what="the Kafka leader's expansion of the ISR")
+        assert _state(zk, "isr", 0)["leader"] == 2
+        assert "proposed by its leader, broker 2" in controller.stderr_text()
+        wait_until(lambda: [sorted(p.isr_nodes) for p in _partitions(controller, "isr")] == [[2, 3]],
+                   30, interval=0.2, what="the new ISR in the minikafka broker's Metadata")
+
+        # An idempotent producer on a Kafka broker: its producer id comes from a block the
+        # minikafka controller allocated.
+        producer = Producer({"bootstrap.servers": leader.bootstrap, "enable.idempotence": True})
+        delivered: list[Any] = []
+        producer.produce("isr", b"once", on_delivery=lambda err, msg: delivered.append(err))
+        assert producer.flush(60) == 0 and delivered == [None]
+        block, _ = zk.get(f"{CHROOT}/latest_producer_id_block")
+        # Blocks of 1000 from the first, to the Kafka brokers (each asks for one as it needs it).
+        assert json.loads(block)["broker"] in (2, 3) and json.loads(block)["block_start"] in ("0", "1000")
+        assert "controller event failed" not in controller.stderr_text()
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _partitions(broker: BrokerProcess, topic: str) -> list[Any]:
+    with KafkaWire(broker.address, timeout=5.0) as wire:
+        found = wire.metadata([topic], version=8)
+    return [p for t in found.topics if t.name == topic for p in t.partitions]

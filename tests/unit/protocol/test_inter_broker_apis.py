@@ -1,5 +1,5 @@
 """The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
-AssignReplicasToDirs), which
+AssignReplicasToDirs, AlterPartition, AllocateProducerIds), which
 kafka-python does not ship, checked against bytes built here field by field from Kafka's
 message definitions: one old (non-flexible) and one flexible version of each, both ways, and
 a round trip of a populated message for every version."""
@@ -15,8 +15,9 @@ import pytest
 from protocol import SUPPORTED_APIS, decode_body, encode_body
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, ASSIGN_REPLICAS_TO_DIRS = 4, 5, 6, 7, 73
+ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 56, 67
 HAND_CHECKED = frozenset({LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN,
-                          ASSIGN_REPLICAS_TO_DIRS})
+                          ASSIGN_REPLICAS_TO_DIRS, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS})
 DIR_ID = uuid.UUID("11223344-5566-7788-99aa-bbccddeeff00")
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
@@ -182,6 +183,34 @@ def test_assign_replicas_to_dirs() -> None:
     _both_ways(ASSIGN_REPLICAS_TO_DIRS, 0, False, response,
                i32(0) + i16(0) + compact_array([DIR_ID.bytes + compact_array([
                    TOPIC_ID.bytes + answers + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
+
+
+def test_alter_partition_v1_names_topics_and_v3_gives_member_epochs() -> None:
+    v1 = {"broker_id": 2, "broker_epoch": 4242, "topics": [{"topic_name": "t", "partitions": [
+        {"partition_index": 5, "leader_epoch": 9, "new_isr": [2, 1], "leader_recovery_state": 0,
+         "partition_epoch": 30}]}]}
+    _both_ways(ALTER_PARTITION, 1, True, v1, i32(2) + i64(4242) + compact_array([compact_string("t") + compact_array([
+        i32(5) + i32(9) + int32s([2, 1], True) + i8(0) + i32(30) + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
+    v3 = {"broker_id": 2, "broker_epoch": 4242, "topics": [{"topic_id": TOPIC_ID, "partitions": [
+        {"partition_index": 5, "leader_epoch": 9, "new_isr_with_epochs": [
+            {"broker_id": 2, "broker_epoch": 4242}, {"broker_id": 1, "broker_epoch": -1}],
+         "leader_recovery_state": 0, "partition_epoch": 30}]}]}
+    members = compact_array([i32(2) + i64(4242) + NO_TAGS, i32(1) + i64(-1) + NO_TAGS])
+    _both_ways(ALTER_PARTITION, 3, True, v3, i32(2) + i64(4242) + compact_array([TOPIC_ID.bytes + compact_array([
+        i32(5) + i32(9) + members + i8(0) + i32(30) + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
+    response = {"throttle_time_ms": 0, "error_code": 0, "topics": [{"topic_id": TOPIC_ID, "partitions": [
+        {"partition_index": 5, "error_code": 0, "leader_id": 2, "leader_epoch": 9, "isr": [2, 1],
+         "leader_recovery_state": 0, "partition_epoch": 31}]}]}
+    _both_ways(ALTER_PARTITION, 2, False, response, i32(0) + i16(0) + compact_array([
+        TOPIC_ID.bytes + compact_array([i32(5) + i16(0) + i32(2) + i32(9) + int32s([2, 1], True) + i8(0) + i32(31)
+                                        + NO_TAGS]) + NO_TAGS]) + NO_TAGS)
+
+
+def test_allocate_producer_ids() -> None:
+    _both_ways(ALLOCATE_PRODUCER_IDS, 0, True, {"broker_id": 3, "broker_epoch": 77}, i32(3) + i64(77) + NO_TAGS)
+    _both_ways(ALLOCATE_PRODUCER_IDS, 0, False,
+               {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": 2000, "producer_id_len": 1000},
+               i32(0) + i16(0) + i64(2000) + i32(1000) + NO_TAGS)
 
 
 def _both_ways(key: int, version: int, request: bool, body: dict[str, Any], expected: bytes) -> None:

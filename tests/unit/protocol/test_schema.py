@@ -194,6 +194,8 @@ def test_supported_apis_table() -> None:
         45: ("AlterPartitionReassignments", 0, 1, 0),
         46: ("ListPartitionReassignments", 0, 0, 0),
         73: ("AssignReplicasToDirs", 0, 0, 0),
+        56: ("AlterPartition", 0, 3, 0),
+        67: ("AllocateProducerIds", 0, 0, 0),
         24: ("AddPartitionsToTxn", 0, 5, 3),
         25: ("AddOffsetsToTxn", 0, 4, 3),
         26: ("EndTxn", 0, 5, 3),

@@ -1,0 +1,28 @@
+"""AllocateProducerIds (broker -> controller): a Kafka broker asks for a block of producer ids
+(Kafka brokers from inter.broker.protocol.version 3.0-IV0; minikafka's own brokers claim
+their blocks in ZooKeeper, as Kafka's did before)."""
+
+from __future__ import annotations
+
+from minikafka.server.context import BrokerContext
+from minikafka.server.handlers.authorization import from_a_broker
+from protocol import Request
+from protocol.errors import ErrorCode
+from protocol.typed.allocate_producer_ids import AllocateProducerIdsRequestView, AllocateProducerIdsResponse
+
+API_KEY = 67
+
+
+async def handle(request: Request[AllocateProducerIdsRequestView], ctx: BrokerContext
+                 ) -> AllocateProducerIdsResponse:
+    body = request.body
+    controller = ctx.cluster_controller
+    block = range(0)
+    if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    elif controller is None or not controller.active:
+        error = ErrorCode.NOT_CONTROLLER
+    else:
+        error, block = await controller.allocate_producer_ids(body.broker_id, body.broker_epoch)
+    return {"throttle_time_ms": 0, "error_code": error,
+            "producer_id_start": block.start if block else -1, "producer_id_len": len(block)}
