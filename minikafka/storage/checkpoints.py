@@ -96,6 +96,9 @@ def read_text(path: str, io: DirGuard) -> str | None:
 
 def _parse_entries(path: str, text: str, fields: int) -> list[list[str]]:
     lines = text.splitlines()
+    if not lines:
+        # Kafka creates its checkpoint files empty before their first write, and reads them as empty.
+        return []
     try:
         if int(lines[0]) != CHECKPOINT_VERSION:
             raise CorruptCheckpointError(f"{path}: unknown checkpoint version {lines[0]!r}")

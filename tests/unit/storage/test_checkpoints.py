@@ -38,7 +38,15 @@ def test_offset_checkpoint_round_trip_and_format(tmp_path, io):
     assert not os.path.exists(path + ".tmp")
 
 
-@pytest.mark.parametrize("text", ["", "1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\n1\na x 1\n"])
+def test_an_empty_checkpoint_file_as_kafka_creates_it_is_empty(tmp_path, io):
+    path = tmp_path / "replication-offset-checkpoint"
+    path.write_text("")
+    assert read_offset_checkpoint(str(path), io) == {}
+    (tmp_path / "leader-epoch-checkpoint").write_text("")
+    assert LeaderEpochCache(str(tmp_path), io).entries == []
+
+
+@pytest.mark.parametrize("text", ["0\n", "1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\n1\na x 1\n"])
 def test_corrupt_offset_checkpoint_is_reported(tmp_path, io, text):
     path = tmp_path / "cp"
     path.write_text(text)
