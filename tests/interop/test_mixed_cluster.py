@@ -1,5 +1,9 @@
 """minikafka brokers in a ZooKeeper-mode Apache Kafka 3.9 cluster (issue 32): real ZooKeeper,
-real Kafka brokers started from their jars, real minikafka broker processes, one znode tree."""
+real Kafka brokers started from their jars, real minikafka broker processes, one znode tree.
+
+A Kafka broker is rolled to minikafka in place: SIGTERM, then `minikafka serve --config` on the
+very server.properties Kafka used (no key translated; Kafka keys minikafka does not implement
+are warned about and ignored) and the same log dirs; and back."""
 
 from __future__ import annotations
 
@@ -7,12 +11,14 @@ import contextlib
 import json
 import re
 import signal
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -188,3 +194,139 @@ def _partitions(broker: BrokerProcess, topic: str) -> list[Any]:
     with KafkaWire(broker.address, timeout=5.0) as wire:
         found = wire.metadata([topic], version=8)
     return [p for t in found.topics if t.name == topic for p in t.partitions]
+
+
+class MinikafkaOnKafkaProperties(BrokerProcess):
+    """minikafka started in place of a Kafka broker: on its server.properties (as is, no key
+    translated), its log dirs and its address."""
+
+    def __init__(self, kafka_broker: KafkaZkBroker) -> None:
+        super().__init__(kafka_broker.root / "as-minikafka", broker_id=kafka_broker.broker_id, ready_timeout=90.0)
+        self.port = kafka_broker.port
+        self.log_dirs = kafka_broker.log_dirs
+        self.properties = kafka_broker.properties
+
+    def command(self) -> list[str]:
+        # metrics.port is minikafka's own (its Prometheus endpoint), off here as Kafka has none.
+        return [sys.executable, "-m", "minikafka", "serve", "--config", str(self.properties),
+                "--override", "metrics.port=-1"]
+
+
+def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "roll-check", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    found: list[bytes] = []
+    try:
+        def caught_up() -> bool:
+            for message in consumer.consume(500, timeout=0.5):
+                if message.error() is None:
+                    found.append(message.value())
+            return len(found) >= expected
+        wait_until(caught_up, 120, interval=0.0, what=f"{expected} records read back")
+        found.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
+    finally:
+        consumer.close()
+    return found
+
+
+def _isr_everywhere(via: KafkaZkBroker, topic: str, broker_id: int) -> bool:
+    with KafkaWire((HOST, via.port), timeout=5.0) as wire:
+        found = wire.metadata([topic], version=8)
+    partitions = [p for t in found.topics if t.name == topic for p in t.partitions]
+    return bool(partitions) and all(broker_id in p.isr_nodes for p in partitions)
+
+
+class Load:
+    """A producer thread writing numbered records (acks=all, idempotent) until stopped; what
+    was acknowledged, and the errors of what was not."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.acknowledged: list[bytes] = []
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load", daemon=True)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(180)
+
+    def _run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 120_000})
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                self.acknowledged.append(msg.value())
+            else:
+                self.failed.append(str(err))
+        sent = 0
+        while not self._stop.is_set():
+            producer.produce(self.topic, str(sent).encode(), on_delivery=delivered)
+            sent += 1
+            producer.poll(0.01)
+        producer.flush(150)
+
+
+def _isr_nowhere(via: KafkaZkBroker, topic: str, broker_id: int) -> bool:
+    with KafkaWire((HOST, via.port), timeout=5.0) as wire:
+        found = wire.metadata([topic], version=8)
+    partitions = [p for t in found.topics if t.name == topic for p in t.partitions]
+    return bool(partitions) and all(broker_id not in p.isr_nodes for p in partitions)
+
+
+def _leads_one(via: KafkaZkBroker, topic: str, broker_id: int) -> bool:
+    with KafkaWire((HOST, via.port), timeout=5.0) as wire:
+        found = wire.metadata([topic], version=8)
+    return any(p.leader_id == broker_id for t in found.topics if t.name == topic for p in t.partitions)
+
+
+def test_a_kafka_broker_rolled_to_minikafka_and_back_keeps_every_acknowledged_record(
+        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+    # Preferred leaders come back within seconds, so that the rolled broker leads a partition
+    # (Kafka followers fetch from minikafka), and Kafka leads it again on minikafka's segments.
+    settings = {"min.insync.replicas": "2", "leader.imbalance.check.interval.seconds": "3",
+                "leader.imbalance.per.broker.percentage": "0"}
+    kafkas = [KafkaZkBroker(tmp_path / f"kafka{i}", i, zookeeper, **settings) for i in (1, 2, 3)]
+    for k in kafkas:
+        closing.append(k.start())
+    first, rolled = kafkas[0], kafkas[2]
+    admin = KafkaAdminClient(bootstrap_servers=first.bootstrap)
+    try:
+        admin.create_topics([NewTopic("roll", 3, 3)])
+    finally:
+        admin.close()
+    wait_until(lambda: _isr_everywhere(first, "roll", 3), 60, interval=0.5, what="a full ISR")
+    with Load(first.bootstrap, "roll") as load:
+        wait_until(lambda: len(load.acknowledged) >= 200, 60, interval=0.2, what="records under way")
+
+        # Kafka -> minikafka: SIGTERM Kafka, then minikafka on the same properties and log dirs.
+        rolled.stop()
+        wait_until(lambda: _isr_nowhere(first, "roll", 3), 60, interval=0.5, what="the stopped broker out of the ISR")
+        mini = MinikafkaOnKafkaProperties(rolled)
+        closing.append(mini.start())
+        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.5,
+                   what="minikafka back in the ISR of every partition")
+        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.5, what="minikafka leading a partition")
+        count = len(load.acknowledged)
+        wait_until(lambda: len(load.acknowledged) >= count + 200, 60, interval=0.2,
+                   what="records acknowledged with minikafka leading")
+        assert all("version=0" in (d / "meta.properties").read_text() for d in rolled.log_dirs)
+
+        # minikafka -> Kafka: on what minikafka left.
+        mini.stop()
+        closing.append(rolled.start())
+        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.5,
+                   what="Kafka back in the ISR of every partition")
+        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.5, what="Kafka leading again")
+        count = len(load.acknowledged)
+        wait_until(lambda: len(load.acknowledged) >= count + 200, 60, interval=0.2, what="records after the roll")
+    assert load.failed == []
+    read = _read_all(first.bootstrap, "roll", 3, len(load.acknowledged))
+    assert len(read) == len(set(read)), "a record stored twice"
+    assert sorted(read) == sorted(load.acknowledged), "every acknowledged record stored, and nothing else"
