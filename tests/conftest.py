@@ -24,3 +24,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         except metadata.PackageNotFoundError:
             continue
     return ["clients: " + ", ".join(found)] if found else []
+
+
+# The kinds of test whose modules each take minutes (a cluster, JVMs, Spark) run first, the many
+# quick unit modules last: make test runs modules on two workers, and a long module picked up
+# last would leave one worker busy alone at the end.
+_SLOW_FIRST = ("tests/interop/", "tests/system/", "tests/spark/", "tests/docker/", "tests/integration/")
+
+
+def _weight(item: pytest.Item) -> int:
+    path = item.nodeid
+    return next((i for i, prefix in enumerate(_SLOW_FIRST) if path.startswith(prefix)), len(_SLOW_FIRST))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_weight)  # stable: each module's tests keep their order

@@ -45,11 +45,15 @@ def test_the_security_section_as_written(tmp_path: Path) -> None:
     (tmp_path / "admin.properties").write_text(block_containing("properties", "security.protocol=SASL_SSL\n"))
     broker.start()
     try:
-        for command in _commands(ours(block_containing("sh", "minikafka configs --bootstrap-server"))):
+        # The SCRAM user, then the ACL that lets alice read orders (the snippet below subscribes
+        # to it; without the ACL kafka-python may raise TOPIC_AUTHORIZATION_FAILED at once).
+        commands = [*_commands(ours(block_containing("sh", "minikafka configs --bootstrap-server"))),
+                    *_commands(ours(block_containing("sh", "--operation Read --operation Describe --topic orders")))]
+        for command in commands:
             done = subprocess.run([sys.executable, "-m", "minikafka", *command[1:]], cwd=tmp_path,
                                   capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
-        assert "SCRAM-SHA-512=iterations=8192" in done.stdout
+        assert "principal=User:alice, host=*, operation=READ, permissionType=ALLOW" in done.stdout, done.stdout
         if shutil.which("kcat"):
             for command in _commands(ours(block_containing("sh", "kcat -b 127.0.0.1:9094 -X security.protocol"))):
                 listed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=30)
