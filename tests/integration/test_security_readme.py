@@ -49,11 +49,14 @@ def test_the_security_section_as_written(tmp_path: Path) -> None:
         # to it; without the ACL kafka-python may raise TOPIC_AUTHORIZATION_FAILED at once).
         commands = [*_commands(ours(block_containing("sh", "minikafka configs --bootstrap-server"))),
                     *_commands(ours(block_containing("sh", "--operation Read --operation Describe --topic orders")))]
+        printed = ""
         for command in commands:
             done = subprocess.run([sys.executable, "-m", "minikafka", *command[1:]], cwd=tmp_path,
                                   capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
-        assert "principal=User:alice, host=*, operation=READ, permissionType=ALLOW" in done.stdout, done.stdout
+            printed += done.stdout
+        assert "SCRAM-SHA-512=iterations=8192" in printed, printed
+        assert "principal=User:alice, host=*, operation=READ, permissionType=ALLOW" in printed, printed
         if shutil.which("kcat"):
             for command in _commands(ours(block_containing("sh", "kcat -b 127.0.0.1:9094 -X security.protocol"))):
                 listed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=30)
