@@ -24,7 +24,10 @@ from kazoo.client import KazooClient
 
 from tests.integration.broker_process import HOST, BrokerProcess, KafkaWire, free_port, wait_until
 from tests.interop.kafka import JavaProcess, kafka
+from tests.system.cluster import inter_broker_request
 from tests.system.zookeeper import ZooKeeperProcess
+
+INIT_PRODUCER_ID = 22
 
 CHROOT = "/mixed"
 
@@ -175,15 +178,21 @@ def test_kafka_brokers_change_isrs_and_get_producer_ids_from_a_minikafka_control
         wait_until(lambda: [sorted(p.isr_nodes) for p in _partitions(controller, "isr")] == [[2, 3]],
                    30, interval=0.2, what="the new ISR in the minikafka broker's Metadata")
 
-        # An idempotent producer on a Kafka broker: its producer id comes from a block the
-        # minikafka controller allocated.
+        # An idempotent producer on the cluster (librdkafka may ask any broker for its id).
         producer = Producer({"bootstrap.servers": leader.bootstrap, "enable.idempotence": True})
         delivered: list[Any] = []
         producer.produce("isr", b"once", on_delivery=lambda err, msg: delivered.append(err))
         assert producer.flush(60) == 0 and delivered == [None]
-        block, _ = zk.get(f"{CHROOT}/latest_producer_id_block")
-        # Blocks of 1000 from the first, to the Kafka brokers (each asks for one as it needs it).
-        assert json.loads(block)["broker"] in (2, 3) and json.loads(block)["block_start"] in ("0", "1000")
+        # A producer id asked of the Kafka leader itself comes from a block that the minikafka
+        # controller allocated to it (AllocateProducerIds).
+        def producer_id() -> Any:  # COORDINATOR_LOAD_IN_PROGRESS while Kafka asks for its block
+            found = inter_broker_request(leader.port, INIT_PRODUCER_ID, 4,
+                                         {"transactional_id": None, "transaction_timeout_ms": 60_000})
+            return found if found.error_code == 0 else None
+        answer = wait_until(producer_id, 30, interval=0.2, what="a producer id from the Kafka leader")
+        block = json.loads(zk.get(f"{CHROOT}/latest_producer_id_block")[0])
+        assert block["broker"] == 2, block
+        assert int(block["block_start"]) <= answer.producer_id <= int(block["block_end"]), (answer, block)
         assert "controller event failed" not in controller.stderr_text()
     finally:
         zk.stop()
