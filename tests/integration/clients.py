@@ -247,3 +247,22 @@ def aiokafka_produce(
     partition: int | None = None, **config: object,
 ) -> list[tuple[int, int]]:
     return asyncio.run(_aiokafka_produce(bootstrap, topic, list(records), partition, config))
+
+
+def confluent_transactions(bootstrap: str, topic: str, outcomes: Iterable[tuple[bytes, bool | None]],
+                           per_transaction: int, partitions: int = 2, **config: object) -> confluent_kafka.Producer:
+    """One transaction per (value prefix, outcome): committed (True), aborted (False) or left
+    open (None, the last); values ``<prefix>-<i>`` spread over ``partitions``. The producer is
+    returned so that the caller ends the open transaction."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": topic, **config})
+    producer.init_transactions(30)
+    for prefix, commit in outcomes:
+        producer.begin_transaction()
+        for i in range(per_transaction):
+            producer.produce(topic, value=b"%s-%d" % (prefix, i), partition=i % partitions)
+        producer.flush(30)
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+    return producer

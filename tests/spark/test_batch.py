@@ -13,7 +13,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
 
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.clients import confluent_consume, confluent_produce, create_topic
+from tests.integration.clients import (
+    confluent_consume,
+    confluent_produce,
+    confluent_transactions,
+    create_topic,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -174,17 +179,8 @@ def test_read_committed_reads_committed_transactions_up_to_the_last_stable_offse
                                                                                   topic_name):
     topic = topic_name()
     create_topic(kafka.bootstrap, topic, 2)
-    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": topic})
-    producer.init_transactions(30)
-    for prefix, commit in ((b"committed", True), (b"aborted", False), (b"open", None)):
-        producer.begin_transaction()
-        for i in range(20):
-            producer.produce(topic, value=b"%s-%d" % (prefix, i), partition=i % 2)
-        producer.flush(30)
-        if commit is True:
-            producer.commit_transaction(30)
-        elif commit is False:
-            producer.abort_transaction(30)
+    producer = confluent_transactions(kafka.bootstrap, topic, ((b"committed", True), (b"aborted", False),
+                                                                (b"open", None)), 20)
     try:
         committed = read_kafka(subscribe=topic, **{"kafka.isolation.level": "read_committed"}).load()
         values = sorted(r.value for r in committed.select("value").collect())

@@ -19,7 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
 
 from tests.integration.broker_process import BrokerProcess, wait_until
-from tests.integration.clients import confluent_produce, create_topic
+from tests.integration.clients import confluent_produce, confluent_transactions, create_topic
 from tests.spark.queries import QUERY_TIMEOUT_S, data_batches, finish
 
 pytestmark = pytest.mark.integration
@@ -198,18 +198,9 @@ def test_transactions_read_the_same_through_both_committed_and_uncommitted(
     topic = topic_name()
     create_topic(kafka.bootstrap, topic, 2)
     # The open transaction outlives four Spark reads: a timeout of its own, not librdkafka's 60 s.
-    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": topic,
-                                         "transaction.timeout.ms": 600_000})
-    producer.init_transactions(30)
-    for prefix, commit in ((b"committed", True), (b"aborted", False), (b"later", True), (b"open", None)):
-        producer.begin_transaction()
-        for i in range(10):
-            producer.produce(topic, value=b"%s-%d" % (prefix, i), partition=i % 2)
-        producer.flush(30)
-        if commit is True:
-            producer.commit_transaction(30)
-        elif commit is False:
-            producer.abort_transaction(30)
+    producer = confluent_transactions(
+        kafka.bootstrap, topic, ((b"committed", True), (b"aborted", False), (b"later", True), (b"open", None)), 10,
+        **{"transaction.timeout.ms": 600_000})
     try:
         for isolation, expected in (("read_committed", 20), ("read_uncommitted", 40)):
             options = {"subscribe": topic, "includeHeaders": "true", "kafka.isolation.level": isolation}
