@@ -64,6 +64,12 @@ def _parse_str(text: str) -> str:
     return text.strip()
 
 
+# Kafka's replica selectors (KIP-392) by their class names; "" is Kafka's default (no selector:
+# consumers read from the leader).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+REPLICA_SELECTORS = ("", LEADER_SELECTOR, RACK_AWARE_REPLICA_SELECTOR)
+
 CLEANUP_POLICIES = ("compact", "delete")
 
 
@@ -161,6 +167,9 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("log.dirs", _parse_list, ["./data/d1", "./data/d2"], "the log directories (disks)",
                   lambda v: len(v) > 0, "needs at least one directory"),
         ConfigDef("zookeeper.connect", _parse_str, "", "ZooKeeper connection string (cluster mode)"),
+        ConfigDef("broker.rack", _parse_str, "",
+                  "the rack (or zone) of this broker: new replicas are spread over racks, and consumers "
+                  "with a client.rack read from a replica in theirs (empty: none)"),
         ConfigDef("num.partitions", _parse_int, 1, "partitions of an auto-created topic", lambda v: v >= 1,
                   "must be >= 1"),
         ConfigDef("default.replication.factor", _parse_int, 1, "replicas of an auto-created topic",
@@ -319,6 +328,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("replica.fetch.backoff.ms", _parse_int, 1000, "pause of a follower after a failed fetch",
                   lambda v: v >= 0, "must be >= 0"),
+        ConfigDef("replica.selector.class", _parse_str, "",
+                  "which replica a consumer that names its rack is told to read from (KIP-392): "
+                  f"{RACK_AWARE_REPLICA_SELECTOR}, or empty for the leader alone",
+                  lambda v: v in REPLICA_SELECTORS, "must be empty or one of " + ", ".join(REPLICA_SELECTORS[1:])),
         ConfigDef("num.replica.fetchers", _parse_int, 1, "fetcher tasks per leader broker", lambda v: v >= 1,
                   "must be >= 1"),
         ConfigDef("unclean.leader.election.enable", _parse_bool, False,

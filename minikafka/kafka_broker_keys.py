@@ -85,7 +85,7 @@ KAFKA_DYNAMIC_UNDEFINED: dict[str, tuple[str, str | None]] = {
 KAFKA_STATIC_UNDEFINED = frozenset({
     "alter.config.policy.class.name", "alter.config.policy.kraft.compatibility.enable",
     "alter.log.dirs.replication.quota.window.num", "alter.log.dirs.replication.quota.window.size.seconds",
-    "auto.include.jmx.reporter", "broker.heartbeat.interval.ms", "broker.id.generation.enable", "broker.rack",
+    "auto.include.jmx.reporter", "broker.heartbeat.interval.ms", "broker.id.generation.enable",
     "broker.session.timeout.ms", "client.quota.callback.class", "connections.max.idle.ms",
     "control.plane.listener.name", "controller.listener.names", "controller.quorum.append.linger.ms",
     "controller.quorum.bootstrap.servers", "controller.quorum.election.backoff.max.ms",
@@ -129,7 +129,7 @@ KAFKA_STATIC_UNDEFINED = frozenset({
     "remote.log.reader.threads", "remote.log.storage.manager.class.name",
     "remote.log.storage.manager.class.path", "remote.log.storage.manager.impl.prefix",
     "remote.log.storage.system.enable", "replica.high.watermark.checkpoint.interval.ms",
-    "replica.selector.class", "replica.socket.receive.buffer.bytes", "replica.socket.timeout.ms",
+    "replica.socket.receive.buffer.bytes", "replica.socket.timeout.ms",
     "replication.quota.window.num", "replication.quota.window.size.seconds", "request.timeout.ms",
     "reserved.broker.max.id", "sasl.client.callback.handler.class", "sasl.login.callback.handler.class",
     "sasl.login.class", "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms",

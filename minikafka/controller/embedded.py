@@ -80,7 +80,8 @@ class EmbeddedController(ClusterControl):
     def serving_on(self, endpoints: dict[str, tuple[str, int]]) -> None:
         """The broker listens (advertised address per listener name): it is the one live broker
         and the controller."""
-        self.metadata.set_brokers([BrokerInfo(self.broker_id, endpoints)], self.broker_id)
+        self.metadata.set_brokers([BrokerInfo(self.broker_id, endpoints, self.config["broker.rack"] or None)],
+                                  self.broker_id)
 
     def _publish(self, topic: TopicState) -> None:
         offline = self.replica_manager.is_offline

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -36,16 +36,35 @@ def collision_error(name: str, existing: Iterable[str]) -> str | None:
     return None
 
 
-def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_factor: int,
+class RacksIncomplete(ValueError):
+    """Some live brokers have a rack and others none: Kafka refuses to place replicas then
+    (AdminOperationException, which its CreateTopics answers UNKNOWN_SERVER_ERROR)."""
+
+
+RACKS_INCOMPLETE = "Not all brokers have rack information for replica rack aware assignment."
+
+
+def assign_replicas(brokers: Mapping[int, str | None], num_partitions: int, replication_factor: int,
                     first_partition: int = 0, start: int | None = None) -> dict[int, list[int]]:
-    """Spread replicas over brokers as Kafka's rack-unaware placement does: leaders (the first
-    replica) round-robin from a random broker, and each partition's followers shifted so that
-    no two brokers always follow each other. ``brokers`` must hold at least
-    ``replication_factor`` ids."""
-    ordered = sorted(brokers)
-    count = len(ordered)
+    """Place the replicas of new partitions as Kafka's AdminUtils does. ``brokers`` maps each
+    live broker to its rack (None: no ``broker.rack``) and must hold at least
+    ``replication_factor`` of them. ``start`` fixes where the leaders begin (adding partitions
+    to a topic continues from its first partition's leader); None picks it at random.
+
+    Without racks, leaders (the first replica) go round-robin over the brokers and each
+    partition's followers are shifted so that no two brokers always follow each other. With a
+    rack on every broker, the same walk goes over a list that alternates between racks, and a
+    follower is taken only from a rack (and a broker) that holds no replica of the partition yet,
+    until every rack (every broker) holds one: replicas spread over racks, leaders over brokers.
+    Raises RacksIncomplete when only some brokers have a rack."""
+    count = len(brokers)
     if replication_factor > count:
         raise ValueError(f"replication factor {replication_factor} is larger than the {count} available brokers")
+    racks = {broker: rack for broker, rack in brokers.items() if rack}
+    if racks and len(racks) < count:
+        raise RacksIncomplete(RACKS_INCOMPLETE)
+    ordered = rack_alternated(racks) if racks else sorted(brokers)
+    rack_count = len(set(racks.values())) if racks else 1
     first_index = random.randrange(count) if start is None else start % count
     shift = random.randrange(count) if start is None else start % count
     assignment: dict[int, list[int]] = {}
@@ -54,11 +73,37 @@ def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_fac
             shift += 1
         leader_index = (partition + first_index) % count
         replicas = [ordered[leader_index]]
-        for follower in range(replication_factor - 1):
-            step = 1 + (shift + follower) % (count - 1)
-            replicas.append(ordered[(leader_index + step) % count])
+        used_racks = {racks.get(replicas[0])}
+        candidate = 0
+        while len(replicas) < replication_factor:
+            step = 1 + (shift * rack_count + candidate) % (count - 1)
+            broker = ordered[(leader_index + step) % count]
+            candidate += 1
+            rack = racks.get(broker)
+            if racks and rack in used_racks and len(used_racks) < rack_count:
+                continue
+            if broker in replicas and len(replicas) < count:
+                continue
+            replicas.append(broker)
+            used_racks.add(rack)
         assignment[partition] = replicas
     return assignment
+
+
+def rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """The brokers one rack after the other (racks by name, brokers by id within each): with
+    racks a: 1, 2 and b: 3, that is 1, 3, 2."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(racks):
+        by_rack.setdefault(racks[broker], []).append(broker)
+    columns = [by_rack[rack] for rack in sorted(by_rack)]
+    return [column[row] for row in range(max(map(len, columns))) for column in columns if row < len(column)]
+
+
+def continuing_start(brokers: Iterable[int], first_replica: int) -> int:
+    """Where Kafka begins the leaders of partitions added to a topic: at the first broker (by id)
+    not below the leader its partition 0 was given."""
+    return next((i for i, broker in enumerate(sorted(brokers)) if broker >= first_replica), 0)
 
 
 def assignment_error(assignment: dict[int, list[int]], live_brokers: Iterable[int]) -> str | None:

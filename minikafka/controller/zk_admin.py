@@ -26,9 +26,11 @@ from minikafka.controller.embedded import internal_topic_layout, partition_count
 from minikafka.controller.metadata_store import PartitionState, TopicState
 from minikafka.controller.topics import (
     INTERNAL_TOPICS,
+    RacksIncomplete,
     assign_replicas,
     assignment_error,
     collision_error,
+    continuing_start,
     topic_name_error,
 )
 from minikafka.metadata_cache import MetadataCache
@@ -70,6 +72,14 @@ _REFUSED_TOPIC = _refused_without_zookeeper(lambda name, message: CreateTopicRes
 _REFUSED = _refused_without_zookeeper(lambda _name, message: (ErrorCode.NOT_CONTROLLER, message))
 
 
+def _racks_incomplete(name: str, live: dict[int, str | None], exc: RacksIncomplete) -> Outcome:
+    """Kafka's answer when only some brokers have a rack: its AdminOperationException is no API
+    error, so the client gets UNKNOWN_SERVER_ERROR; the message and the log say which brokers lack one."""
+    message = f"{exc} Brokers without broker.rack: {sorted(b for b, rack in live.items() if not rack)}"
+    log.error("cannot place the new replicas of %s: %s", name, message)
+    return ErrorCode.UNKNOWN_SERVER_ERROR, message
+
+
 class ZkClusterAdmin(ClusterControl):
     def __init__(self, config: BrokerConfig, zk: KafkaZk, metadata: MetadataCache,
                  apply_broker_configs: Callable[[], None], preferred_log_dirs: dict[tuple[str, int], str]) -> None:
@@ -92,9 +102,10 @@ class ZkClusterAdmin(ClusterControl):
     def max_replication_factor(self) -> int:
         return len(self.metadata.live_broker_ids())
 
-    async def _live_brokers(self) -> list[int]:
-        # The registrations are the truth; the cache may lag a broker that just started.
-        return sorted(await self.zk.live_brokers())
+    async def _live_brokers(self) -> dict[int, str | None]:
+        """Each live broker's rack. The registrations are the truth; the cache may lag a broker
+        that just started."""
+        return {broker: registration.rack for broker, registration in sorted((await self.zk.live_brokers()).items())}
 
     @_REFUSED_TOPIC
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -166,7 +177,7 @@ class ZkClusterAdmin(ClusterControl):
             return CreateTopicResult(topic.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
         return result
 
-    async def _validate(self, new: NewTopic, existing: set[str], live: list[int]) -> CreateTopicResult:
+    async def _validate(self, new: NewTopic, existing: set[str], live: dict[int, str | None]) -> CreateTopicResult:
         """The topic to write (its result carries it), or why not; a valid name joins ``existing``,
         so that a later topic of the same request that collides with it is refused."""
         name, assignment = new.name, new.assignment
@@ -201,7 +212,10 @@ class ZkClusterAdmin(ClusterControl):
                 return CreateTopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
                                          f"Replication factor: {replication_factor} larger than available brokers: "
                                          f"{len(live)}.")
-            assignment = assign_replicas(live, num_partitions, replication_factor)
+            try:
+                assignment = assign_replicas(live, num_partitions, replication_factor)
+            except RacksIncomplete as exc:
+                return CreateTopicResult(name, *_racks_incomplete(name, live, exc))
         try:
             validated = validate_topic_configs(new.configs)
         except InvalidTopicConfig as exc:
@@ -272,7 +286,7 @@ class ZkClusterAdmin(ClusterControl):
         current_assignment, version = found
         current = len(current_assignment.partitions)
         live = await self._live_brokers()
-        error = partition_count_error(current, count, assignment, live)
+        error = partition_count_error(current, count, assignment, list(live))
         if error is not None:
             return error
         if assignment is None:
@@ -280,7 +294,11 @@ class ZkClusterAdmin(ClusterControl):
             if factor > len(live):
                 return ErrorCode.INVALID_REPLICATION_FACTOR, (
                     f"Replication factor: {factor} larger than available brokers: {len(live)}.")
-            added = assign_replicas(live, count - current, factor, first_partition=current)
+            start = continuing_start(live, current_assignment.partitions[0][0])
+            try:
+                added = assign_replicas(live, count - current, factor, first_partition=current, start=start)
+            except RacksIncomplete as exc:
+                return _racks_incomplete(name, live, exc)
         else:
             added = {current + i: list(r) for i, r in enumerate(assignment)}
         if validate_only:

@@ -298,6 +298,7 @@ class LeaderFetcher:
     def _append(self, followed: _Followed, answer: FetchedPartition, records: memoryview) -> bool:
         """Store one partition's fetched batches; False when the fetcher should back off."""
         partition = followed.partition
+        high_watermark = partition.log.high_watermark
         try:
             if records:
                 # The batches' CRCs are checked once, here, as Kafka's follower does
@@ -311,6 +312,8 @@ class LeaderFetcher:
             else:
                 partition.follow_high_watermark(answer.high_watermark)
             followed.in_sync = partition.log.log_end_offset >= answer.high_watermark
+            if partition.log.high_watermark != high_watermark:
+                self.replica_manager.follower_high_watermark_moved(partition)
         except KafkaStorageError as exc:
             log.error("%s-%d: cannot store replicated records: %s", partition.topic, partition.index, exc)
             return False

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from minikafka.metadata_cache import MetadataCache
+from minikafka.replica.replica_selector import ClientMetadata, ReplicaSelector, ReplicaView
 from minikafka.replica.replication_quota import REPLICATION_BYTES_OUT, ReplicationThrottles
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
@@ -351,6 +352,8 @@ class FetchResultPartition:
     # read_committed: the aborted transactions with records from the fetch offset on, which the
     # consumer drops (None for other fetches).
     aborted_transactions: list[AbortedTxn] | None = None
+    # KIP-392: the replica the consumer is to read from instead of this leader (no records then).
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:
@@ -397,6 +400,9 @@ class ReplicaManager:
         self.on_replica_placed: Callable[[Partition], None] | None = None
         # KIP-73: which replicas' replication is throttled, and at what rate (both directions).
         self.replication_throttles = ReplicationThrottles(broker_id)
+        # KIP-392 (replica.selector.class): which replica a consumer naming its rack reads from;
+        # None keeps every consumer on the leader.
+        self.replica_selector: ReplicaSelector | None = None
 
     # --- leadership ---------------------------------------------------------------------------
     def creating_many(self) -> AbstractAsyncContextManager[None]:
@@ -515,6 +521,37 @@ class ReplicaManager:
         if not partition.is_leader:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return partition, ErrorCode.NONE
+
+    def _replica(self, key: TopicPartition) -> tuple[Partition | None, ErrorCode]:
+        """The partition if this broker leads or follows it, else why not."""
+        partition = self.partitions.get(key)
+        if partition is None:
+            return None, self._absent(key)
+        if partition.role is None:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition, ErrorCode.NONE
+
+    def _preferred_read_replica(self, partition: Partition, fetch_offset: int, client: ClientMetadata,
+                                now: int) -> int:
+        """The follower the replica selector sends this consumer to, or -1 (the leader itself).
+        Only in-sync followers that hold the fetch offset are offered (one out of the ISR may lag
+        for ever), and only those the consumer can reach on its listener, as Kafka does."""
+        if self.replica_selector is None or self.metadata is None:
+            return -1
+        views = []
+        for broker_id, state in partition.followers.items():
+            endpoint = self.metadata.broker(broker_id, client.listener)
+            if endpoint is None or broker_id not in partition.isr or state.log_end_offset < fetch_offset:
+                continue
+            views.append(ReplicaView(broker_id, endpoint.rack, state.log_end_offset, now - state.last_caught_up_ms))
+        own = self.metadata.broker(self.broker_id, client.listener)
+        leader = ReplicaView(self.broker_id, own.rack if own is not None else None, partition.log.log_end_offset, 0)
+        chosen = self.replica_selector.select(client, leader, [leader, *views])
+        return -1 if chosen == leader else chosen.broker_id
+
+    def follower_high_watermark_moved(self, partition: Partition) -> None:
+        """Consumers waiting on a follower (KIP-392) may read up to its new high watermark."""
+        self._wake((partition.topic, partition.index))
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """Stop serving the replica (StopReplica); with ``delete``, its log goes too."""
@@ -699,19 +736,21 @@ class ReplicaManager:
 
     # --- fetch ------------------------------------------------------------------------------
     async def fetch(self, requests: list[FetchRequestPartition], max_wait_ms: int, min_bytes: int,
-                    max_bytes: int) -> list[FetchResultPartition]:
+                    max_bytes: int, client: ClientMetadata | None = None) -> list[FetchResultPartition]:
         """Read every requested partition; wait (up to max_wait_ms) until min_bytes are available.
 
+        ``client`` is a consumer's Fetch v11+ (KIP-392): a follower serves it up to its high
+        watermark, and a leader with a replica selector may send it to a follower instead.
         The caller owns the FileSlices of the result and must close them.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         while True:
-            results = self._read(requests, max_bytes)
+            results = self._read(requests, max_bytes, client)
             total = sum(r.size for r in results)
             remaining = deadline - loop.time()
             if (total >= min_bytes or remaining <= 0 or not requests or client_gone()
-                    or any(r.error != ErrorCode.NONE for r in results)):
+                    or any(r.error != ErrorCode.NONE or r.preferred_read_replica >= 0 for r in results)):
                 self._count_replication(requests, results)
                 return results
             for r in results:
@@ -731,7 +770,8 @@ class ReplicaManager:
                 REPLICATION_BYTES_OUT.inc(result.size)
                 throttle.record(request.topic, request.partition, result.size)
 
-    def _read(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResultPartition]:
+    def _read(self, requests: list[FetchRequestPartition], max_bytes: int,
+              client: ClientMetadata | None = None) -> list[FetchResultPartition]:
         results: list[FetchResultPartition] = []
         budget = max_bytes
         verified: set[str] = set()  # one stat per log dir per pass, not one per partition
@@ -740,7 +780,8 @@ class ReplicaManager:
             result = FetchResultPartition()
             results.append(result)
             key = (request.topic, request.partition)
-            partition, result.error = self._leader(key)
+            partition, result.error = (self._replica(key) if client is not None and request.replica_id < 0
+                                       else self._leader(key))
             if partition is None:
                 continue
             result.error = partition.check_epoch(request.current_leader_epoch)
@@ -758,6 +799,11 @@ class ReplicaManager:
             result.high_watermark = log_.high_watermark
             result.log_start_offset = log_.log_start_offset
             result.last_stable_offset = log_.last_stable_offset
+            if client is not None and partition.is_leader and request.replica_id < 0:
+                result.preferred_read_replica = self._preferred_read_replica(partition, request.fetch_offset,
+                                                                             client, now)
+                if result.preferred_read_replica >= 0:
+                    continue  # as Kafka: no records, the consumer goes to the replica named
             if budget <= 0:
                 continue
             if follower and self.replication_throttles.leader.holds_back(

@@ -34,6 +34,7 @@ from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
+from minikafka.replica.replica_selector import replica_selector
 from minikafka.replica.replication_quota import ReplicationThrottle
 from minikafka.security.manager import BrokerSecurity, OpenFailed
 from minikafka.security.session import Session
@@ -113,6 +114,7 @@ class Broker:
         self.metadata = MetadataCache(cluster_id)
         self.replica_manager.internal_topics = INTERNAL_TOPICS
         self.replica_manager.metadata = self.metadata
+        self.replica_manager.replica_selector = replica_selector(self.config["replica.selector.class"])
         if self.config.embedded:
             self.controller: ClusterControl = self._start_embedded_controller()
         else:
@@ -219,7 +221,7 @@ class Broker:
             response_max_bytes=config["replica.fetch.response.max.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"],
             security=self.security.client))
-        registration = BrokerRegistration(config.broker_id, advertised)
+        registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None)
         self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter,
                                             self.security.client)
         self.membership.controller_endpoint = lambda: endpoint_of(self.metadata.controller_id)

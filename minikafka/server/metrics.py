@@ -19,6 +19,11 @@ REQUEST_VERSIONS = Counter(
     ["api", "version"],
 )
 
+# Kafka's BytesOutPerSec of BrokerTopicMetrics: record bytes returned to consumers' fetches
+# (followers' fetches count as ReplicationBytesOut instead).
+BYTES_OUT = Counter("kafka_server_BrokerTopicMetrics_BytesOut",
+                    "Record bytes this broker returned to consumers' fetches, from the leader or a follower")
+
 
 def api_name(api_key: int) -> str:
     spec = SUPPORTED_APIS.get(api_key)

@@ -352,7 +352,7 @@ def _valid_frames(advertised: dict[int, tuple[int, int]]) -> list[ValidFrame]:
 @pytest.fixture
 def fuzz_broker(broker_factory) -> BrokerProcess:
     return broker_factory(overrides={"socket.request.max.bytes": str(MAX_FRAME),
-                                     "auto.create.topics.enable": "false"})
+                                     "auto.create.topics.enable": "false", "broker.rack": "rack-1"})
 
 
 def test_broken_frames_never_hang_or_hurt_the_broker(fuzz_broker: BrokerProcess) -> None:
@@ -476,4 +476,4 @@ def test_describe_cluster_of_the_controllers_endpoint_is_refused(fuzz_broker: Br
         ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, 2, [], 0)
     assert refused.error_message == "only the brokers endpoint type is served"
     assert refused.cluster_id == served.cluster_id and served.error_code == ErrorCode.NONE
-    assert [b.port for b in served.brokers] == [fuzz_broker.address[1]]
+    assert [(b.port, b.rack) for b in served.brokers] == [(fuzz_broker.address[1], "rack-1")]

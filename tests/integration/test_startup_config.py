@@ -54,3 +54,12 @@ def test_a_log_dir_listed_twice_is_one_error_before_any_dir_is_written(tmp_path:
     [error] = _error_lines(result)
     assert "log.dirs" in error and "same directory" in error
     assert list(existing.iterdir()) == [] and not (tmp_path / "disk2").exists()
+
+
+def test_a_replica_selector_minikafka_does_not_have_is_one_error_naming_the_key(tmp_path: Path) -> None:
+    result = _serve(tmp_path, f"listeners=PLAINTEXT://{HOST}:{free_port()}", f"log.dirs={tmp_path / 'd1'}",
+                    "replica.selector.class=com.example.NearestReplicaSelector")
+    assert result.returncode == 2, result.stderr
+    [error] = _error_lines(result)
+    assert "'replica.selector.class'" in error and "org.apache.kafka.common.replica.RackAwareReplicaSelector" in error
+    assert not (tmp_path / "d1").exists()

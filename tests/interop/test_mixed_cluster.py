@@ -199,6 +199,61 @@ def test_kafka_brokers_change_isrs_and_get_producer_ids_from_a_minikafka_control
         zk.close()
 
 
+CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
+
+
+def _racks(address: tuple[str, int]) -> dict[int, str | None]:
+    with KafkaWire(address, timeout=5.0) as wire:
+        return {b.node_id: b.rack for b in wire.metadata(topics=[], version=8).brokers}
+
+
+def _create_topic_error(port: int, name: str) -> tuple[int, str | None]:
+    answer = inter_broker_request(port, CREATE_TOPICS, 4, {"topics": [{
+        "name": name, "num_partitions": 3, "replication_factor": 2, "assignments": [], "configs": []}],
+        "timeout_ms": 30_000, "validate_only": False})
+    (topic,) = answer.topics
+    return topic.error_code, topic.error_message
+
+
+def _create_partitions_error(port: int, name: str) -> tuple[int, str | None]:
+    answer = inter_broker_request(port, CREATE_PARTITIONS, 1, {"topics": [{
+        "name": name, "count": 4, "assignments": None}], "timeout_ms": 30_000, "validate_only": False})
+    (topic,) = answer.results
+    return topic.error_code, topic.error_message
+
+
+def test_kafka_and_minikafka_brokers_read_each_others_racks_and_refuse_a_partial_rack_layout_alike(
+        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+    kafka_broker = KafkaZkBroker(tmp_path / "kafka1", 1, zookeeper, **{"broker.rack": "a"})
+    closing.append(kafka_broker.start())
+    racked = minikafka_broker(tmp_path / "mini2", 2, zookeeper,
+                              **{"broker.rack": "b", "minikafka.controller.eligible": "false"})
+    closing.append(racked.start())
+    # Each kind shows the other's rack: the Kafka controller read minikafka's registration.
+    both = {1: "a", 2: "b"}
+    wait_until(lambda: _racks((HOST, kafka_broker.port)) == both == _racks(racked.address), 30, interval=0.2,
+               what="both racks in both brokers' Metadata")
+    # minikafka places replicas from the registrations, Kafka's among them: a rack missing there
+    # would make it refuse.
+    assert _create_topic_error(racked.port, "racked") == (0, None)
+    wait_until(lambda: len(_partitions(racked, "racked")) == 3, 30, interval=0.2, what="the topic in Metadata")
+
+    bare = minikafka_broker(tmp_path / "mini3", 3, zookeeper, **{"minikafka.controller.eligible": "false"})
+    closing.append(bare.start())
+    wait_until(lambda: len(_racks((HOST, kafka_broker.port))) == 3 == len(_racks(racked.address)), 30,
+               interval=0.2, what="the broker without a rack in Metadata")
+    # Kafka refuses to place replicas when only some brokers have a rack; minikafka answers alike
+    # (CreateTopics goes to Kafka's controller, which alone serves it in ZooKeeper mode).
+    kafka_code, _ = _create_topic_error(kafka_broker.port, "half-racked")
+    mini_code, message = _create_topic_error(racked.port, "half-racked")
+    assert kafka_code != 0 and mini_code == kafka_code, (kafka_code, mini_code)
+    assert message is not None and "Brokers without broker.rack: [3]" in message, message
+    kafka_code, _ = _create_partitions_error(kafka_broker.port, "racked")
+    mini_code, _ = _create_partitions_error(racked.port, "racked")
+    assert kafka_code != 0 and mini_code == kafka_code, (kafka_code, mini_code)
+    assert len(_partitions(racked, "racked")) == 3
+
+
 def _partitions(broker: BrokerProcess, topic: str) -> list[Any]:
     with KafkaWire(broker.address, timeout=5.0) as wire:
         found = wire.metadata([topic], version=8)

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.replica.replica_manager import FetchRequestPartition
+from minikafka.replica.replica_selector import ClientMetadata
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
+from minikafka.server.metrics import BYTES_OUT
 from protocol import Request
 from protocol.errors import ErrorCode
 
@@ -51,7 +53,11 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                                                 p.current_leader_epoch, replica_id, read_committed))
         layout.append((topic, name, slots))
     max_bytes = min(body.max_bytes, ctx.config["fetch.max.bytes"])
-    results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes)
+    # KIP-392: a consumer's Fetch v11+ may be served by a follower, and sent to one by the leader.
+    client = ClientMetadata(body.rack_id, ctx.listener_name) if request.api_version >= 11 and replica_id < 0 else None
+    results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes, client)
+    if replica_id < 0:
+        BYTES_OUT.inc(sum(r.size for r in results))
     responses = []
     for topic, name, slots in layout:
         partitions = []
@@ -70,7 +76,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 "aborted_transactions": None if result.error else [
                     {"producer_id": t.producer_id, "first_offset": t.first_offset}
                     for t in result.aborted_transactions or ()],
-                "preferred_read_replica": -1,
+                "preferred_read_replica": result.preferred_read_replica,
                 "records": result.records if result.records is not None else b"",
             })
         responses.append({"topic": name, "topic_id": topic.get("topic_id"), "partitions": partitions})
