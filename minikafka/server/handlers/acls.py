@@ -20,7 +20,6 @@ from minikafka.server.context import BrokerContext
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEYS = (29, 30, 31)
 DESCRIBE_ACLS, CREATE_ACLS = 29, 30
 NOT_AUTHORIZED = "Not authorized to {} ACLs (Cluster:kafka-cluster)"
 

@@ -13,7 +13,6 @@ from minikafka.server.handlers.authorization import from_a_broker, may_on_topic,
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 24
 TopicPartition = tuple[str, int]
 
 

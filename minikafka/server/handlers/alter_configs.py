@@ -21,7 +21,6 @@ from minikafka.topic_config import TOPIC_CONFIGS, topic_config_value
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEYS = (33, 44)
 INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4

@@ -11,10 +11,9 @@ from typing import Any
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
 
-API_KEY = 45
 Outcome = tuple[ErrorCode, str | None]
 
 
@@ -31,7 +30,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         return _respond(request, {tp: _embedded(tp, target, ctx) for tp, target in wanted.items()})
     if controller.active:
         return _respond(request, await controller.alter_reassignments(wanted, allow_rf_change))
-    forwarded = await to_controller(API_KEY, request, ctx, body.timeout_ms / 1000)
+    forwarded = await to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, ctx, body.timeout_ms / 1000)
     if forwarded is None:
         return _respond(request, dict.fromkeys(wanted, (ErrorCode.NOT_CONTROLLER, "no controller answered")))
     return dict(forwarded)

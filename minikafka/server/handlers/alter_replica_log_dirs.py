@@ -22,7 +22,6 @@ from minikafka.storage.log import future_dir_name
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 34
 MAX_DIR_NAME = 255
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,6 @@ from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 73
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body

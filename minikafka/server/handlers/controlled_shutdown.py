@@ -10,7 +10,6 @@ from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 7
 log = logging.getLogger(__name__)
 
 

@@ -11,8 +11,6 @@ from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 37
-
 
 async def _create(topic: Any, validate_only: bool, ctx: BrokerContext) -> tuple[ErrorCode, str | None]:
     assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]

@@ -12,8 +12,6 @@ from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 19
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body

@@ -12,7 +12,6 @@ from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 20
 ZERO_UUID = uuid.UUID(int=0)
 
 

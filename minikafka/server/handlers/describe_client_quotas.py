@@ -17,7 +17,6 @@ from minikafka.server.context import BrokerContext
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 48
 ENTITY_TYPES = ("user", "client-id", "ip")
 # Kafka's ClientQuotaFilterComponent: a named entity, the default entity, any entity of the type.
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2

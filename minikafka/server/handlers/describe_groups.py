@@ -10,7 +10,6 @@ from minikafka.server.handlers.authorization import authorized_operations, may_o
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 15
 NOT_REQUESTED = -(2**31)
 # Everything a group allows (KIP-430).
 GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE)

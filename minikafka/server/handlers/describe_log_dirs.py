@@ -23,7 +23,6 @@ from minikafka.storage.errors import KafkaStorageError
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 35
 # Private tagged field of a DescribeLogDirs v2+ result: an id of the dir's file system (its
 # device number, as text); dirs with the same id share one file system.
 FILE_SYSTEM_TAG = 10_001

@@ -10,8 +10,6 @@ from minikafka.server.handlers.authorization import may_on_topic, may_on_transac
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 65
-
 
 def _describe(transactional_id: str, ctx: BrokerContext) -> dict[str, Any]:
     error, found = ctx.txns.describe(transactional_id)

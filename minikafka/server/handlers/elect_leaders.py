@@ -14,10 +14,9 @@ from minikafka.metadata_cache import PartitionMetadata
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
 
-API_KEY = 43
 PREFERRED, UNCLEAN = 0, 1
 
 
@@ -68,7 +67,7 @@ def _respond(results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> di
 
 
 async def _forward(request: Request, ctx: BrokerContext, wanted: list[tuple[str, int]] | None) -> dict[str, Any]:
-    forwarded = await to_controller(API_KEY, request, ctx, request.body.timeout_ms / 1000)
+    forwarded = await to_controller(ApiKey.ELECT_LEADERS, request, ctx, request.body.timeout_ms / 1000)
     if forwarded is None:
         return _answer(wanted or [], (ErrorCode.NOT_CONTROLLER, "no controller answered"))
     return dict(forwarded)

@@ -12,8 +12,6 @@ from minikafka.server.handlers.authorization import may_on_transactional_id
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 26
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body

@@ -17,7 +17,6 @@ from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 1
 READ_COMMITTED = 1
 
 

@@ -14,7 +14,6 @@ from minikafka.server.handlers.authorization import may_on_group
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 10
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 log = logging.getLogger(__name__)

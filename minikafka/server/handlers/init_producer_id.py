@@ -13,7 +13,6 @@ from minikafka.storage.errors import KafkaStorageError
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 22
 log = logging.getLogger(__name__)
 
 

@@ -12,8 +12,6 @@ from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 11
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body

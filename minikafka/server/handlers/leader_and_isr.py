@@ -11,7 +11,6 @@ from minikafka.server.handlers.controller_requests import refusal
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 4
 ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -8,10 +8,8 @@ from typing import Any
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
-
-API_KEY = 46
 
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
@@ -23,7 +21,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     if controller is None:
         return _respond({}, ErrorCode.NONE, None)
     if not controller.active:
-        forwarded = await to_controller(API_KEY, request, ctx, body.timeout_ms / 1000)
+        forwarded = await to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, request, ctx, body.timeout_ms / 1000)
         if forwarded is None:
             return _respond({}, ErrorCode.NOT_CONTROLLER, "no controller answered")
         return dict(forwarded)

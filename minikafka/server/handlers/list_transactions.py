@@ -13,7 +13,6 @@ from minikafka.txn.state import TxnState
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 66
 _STATES = {state.display_name: state for state in TxnState}
 
 

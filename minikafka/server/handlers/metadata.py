@@ -17,7 +17,6 @@ from minikafka.server.handlers.authorization import may_create_topic, may_on_top
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -13,7 +13,6 @@ from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 8
 # How long a commit waits for the ISR of its __consumer_offsets partition (Kafka's
 # offsets.commit.timeout.ms default).
 COMMIT_TIMEOUT_MS = 5000

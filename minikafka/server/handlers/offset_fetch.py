@@ -12,8 +12,6 @@ from minikafka.server.handlers.authorization import may_on_group, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 9
-
 
 def _partition(index: int, committed: Any, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
     if isinstance(committed, ErrorCode):

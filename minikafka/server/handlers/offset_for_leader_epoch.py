@@ -10,8 +10,6 @@ from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 23
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     topics = []

@@ -17,7 +17,6 @@ from minikafka.server.handlers.authorization import may_create_topic, may_on_top
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 0
 log = logging.getLogger(__name__)
 # One line a minute per topic and error, however often clients retry.
 refusals = RepeatedLog(log)

@@ -7,8 +7,6 @@ from typing import Any
 from minikafka.server.context import BrokerContext
 from protocol import Request
 
-API_KEY = 36
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return await ctx.session.authenticate(request)

@@ -10,8 +10,6 @@ from minikafka.server.controller_commands import StopCommand
 from minikafka.server.handlers.controller_requests import refusal
 from protocol import Request
 
-API_KEY = 5
-
 
 def _commands(request: Request) -> list[StopCommand]:
     body = request.body

@@ -10,8 +10,6 @@ from minikafka.server.handlers.authorization import may_on_group
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 14
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body

@@ -16,8 +16,6 @@ from minikafka.server.handlers.offset_commit import wait_replicated
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEY = 28
-
 
 async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     body = request.body

@@ -12,7 +12,6 @@ from minikafka.server.context import BrokerContext
 from protocol import Request
 from protocol.errors import ErrorCode
 
-API_KEYS = (50, 51)
 DESCRIBE = 50
 NOT_AUTHORIZED = "Not authorized to {} SCRAM credentials (Cluster:kafka-cluster)"
 

@@ -12,8 +12,6 @@ from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.record_codec import ControlMarker
 
-API_KEY = 27
-
 
 async def _write(marker: Any, ctx: BrokerContext) -> dict[str, Any]:
     partitions = [(topic.name, index) for topic in marker.topics for index in topic.partition_indexes]
