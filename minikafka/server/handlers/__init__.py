@@ -1,9 +1,10 @@
 """One module per API (or per small family of APIs), and the table of which serves which key.
 
 A handler is ``async def handle(request: Request[<Api>RequestView], ctx: BrokerContext)``
-returning the whole typed response body (protocol.typed), or None for a produce with acks=0.
-Adding an API is adding a module here and its line in HANDLERS: the table is written out, not
-collected at import, so that mypy and readers follow each key to its handler.
+returning the whole typed response body (protocol.typed), or None for a produce with acks=0; a
+family module holds one such function per API (acls.create, acls.describe, acls.delete). Adding
+an API is adding a module here and its line in HANDLERS: the table is written out, not collected
+at import, so that mypy and readers follow each key to its handler.
 """
 
 from __future__ import annotations
@@ -96,24 +97,24 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.END_TXN: end_txn.handle,
     ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
-    ApiKey.DESCRIBE_ACLS: acls.handle,
-    ApiKey.CREATE_ACLS: acls.handle,
-    ApiKey.DELETE_ACLS: acls.handle,
+    ApiKey.DESCRIBE_ACLS: acls.describe,
+    ApiKey.CREATE_ACLS: acls.create,
+    ApiKey.DELETE_ACLS: acls.delete,
     ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
-    ApiKey.ALTER_CONFIGS: alter_configs.handle,
+    ApiKey.ALTER_CONFIGS: alter_configs.alter,
     ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs.handle,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
     ApiKey.SASL_AUTHENTICATE: sasl_authenticate.handle,
     ApiKey.CREATE_PARTITIONS: create_partitions.handle,
     ApiKey.DELETE_GROUPS: delete_groups.handle,
     ApiKey.ELECT_LEADERS: elect_leaders.handle,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs.handle,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs.incremental_alter,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments.handle,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
     ApiKey.OFFSET_DELETE: offset_delete.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: user_scram_credentials.handle,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: user_scram_credentials.handle,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: user_scram_credentials.describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: user_scram_credentials.alter,
     ApiKey.ALTER_PARTITION: alter_partition.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,

@@ -60,7 +60,8 @@ async def _add(ctx: BrokerContext, transactional_id: str, producer_id: int, epoc
     return dict.fromkeys(wanted, error)
 
 
-async def handle(request: Request[AddPartitionsToTxnRequestView], ctx: BrokerContext) -> AddPartitionsToTxnResponse:
+async def handle(request: Request[AddPartitionsToTxnRequestView], ctx: BrokerContext
+                 ) -> AddPartitionsToTxnResponse:
     body = request.body
     version = request.api_version
     fenced = fenced_error(version)

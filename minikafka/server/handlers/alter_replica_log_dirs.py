@@ -30,7 +30,8 @@ MAX_DIR_NAME = 255
 log = logging.getLogger(__name__)
 
 
-async def handle(request: Request[AlterReplicaLogDirsRequestView], ctx: BrokerContext) -> AlterReplicaLogDirsResponse:
+async def handle(request: Request[AlterReplicaLogDirsRequestView], ctx: BrokerContext
+                 ) -> AlterReplicaLogDirsResponse:
     wanted: dict[tuple[str, int], str] = {}
     for log_dir in request.body.dirs:
         for topic in log_dir.topics:

@@ -16,7 +16,8 @@ from protocol.typed.assign_replicas_to_dirs import (
 )
 
 
-async def handle(request: Request[AssignReplicasToDirsRequestView], ctx: BrokerContext) -> AssignReplicasToDirsResponse:
+async def handle(request: Request[AssignReplicasToDirsRequestView], ctx: BrokerContext
+                 ) -> AssignReplicasToDirsResponse:
     body = request.body
     controller = ctx.cluster_controller
     assignments = [(topic.topic_id, p.partition_index, directory.id)

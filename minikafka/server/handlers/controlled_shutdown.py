@@ -13,7 +13,8 @@ from protocol.typed.controlled_shutdown import ControlledShutdownRequestView, Co
 log = logging.getLogger(__name__)
 
 
-async def handle(request: Request[ControlledShutdownRequestView], ctx: BrokerContext) -> ControlledShutdownResponse:
+async def handle(request: Request[ControlledShutdownRequestView], ctx: BrokerContext
+                 ) -> ControlledShutdownResponse:
     body = request.body
     controller = ctx.cluster_controller
     if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):

@@ -17,12 +17,14 @@ from protocol.typed.create_partitions import (
 )
 
 
-async def _create(topic: CreatePartitionsTopicView, validate_only: bool, ctx: BrokerContext) -> tuple[ErrorCode, str | None]:
+async def _create(topic: CreatePartitionsTopicView, validate_only: bool, ctx: BrokerContext
+                  ) -> tuple[ErrorCode, str | None]:
     assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
     return await ctx.controller.create_partitions(topic.name, topic.count, validate_only, assignment)
 
 
-async def handle(request: Request[CreatePartitionsRequestView], ctx: BrokerContext) -> CreatePartitionsResponse:
+async def handle(request: Request[CreatePartitionsRequestView], ctx: BrokerContext
+                 ) -> CreatePartitionsResponse:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results: list[CreatePartitionsTopicResult] = []

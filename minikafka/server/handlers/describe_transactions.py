@@ -33,6 +33,7 @@ def _describe(transactional_id: str, ctx: BrokerContext) -> TransactionState:
             "topics": [{"topic": topic, "partitions": indexes} for topic, indexes in by_topic.items()]}
 
 
-async def handle(request: Request[DescribeTransactionsRequestView], ctx: BrokerContext) -> DescribeTransactionsResponse:
+async def handle(request: Request[DescribeTransactionsRequestView], ctx: BrokerContext
+                 ) -> DescribeTransactionsResponse:
     return {"throttle_time_ms": 0,
             "transaction_states": [_describe(t, ctx) for t in request.body.transactional_ids]}

@@ -25,11 +25,12 @@ async def handle(request: Request[InitProducerIdRequestView], ctx: BrokerContext
     # IDEMPOTENT_WRITE on the cluster, or (KIP-679) WRITE on some topic.
     if body.transactional_id is not None:
         if not ctx.session.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
-                    "producer_epoch": -1}
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "producer_id": -1, "producer_epoch": -1}
     elif not (ctx.session.allowed_on_cluster(AclOperation.IDEMPOTENT_WRITE)
               or ctx.session.allowed_on_some(AclOperation.WRITE, ResourceType.TOPIC)):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                "producer_epoch": -1}
     try:
         if body.transactional_id is not None:
             result = await ctx.txns.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
@@ -39,5 +40,6 @@ async def handle(request: Request[InitProducerIdRequestView], ctx: BrokerContext
         producer_id = await ctx.controller.next_producer_id()
     except KafkaStorageError as exc:  # the producer id block could not be recorded
         log.error("no producer id for %s: %s", body.transactional_id or "an idempotent producer", exc)
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "producer_id": -1,
+                "producer_epoch": -1}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}

@@ -16,7 +16,8 @@ from protocol.typed.list_transactions import ListTransactionsRequestView, ListTr
 _STATES = {state.display_name: state for state in TxnState}
 
 
-async def handle(request: Request[ListTransactionsRequestView], ctx: BrokerContext) -> ListTransactionsResponse:
+async def handle(request: Request[ListTransactionsRequestView], ctx: BrokerContext
+                 ) -> ListTransactionsResponse:
     body = request.body
     version = request.api_version
     unknown = [name for name in body.state_filters if name not in _STATES]

@@ -15,7 +15,8 @@ from protocol.typed.offset_for_leader_epoch import (
 )
 
 
-async def handle(request: Request[OffsetForLeaderEpochRequestView], ctx: BrokerContext) -> OffsetForLeaderEpochResponse:
+async def handle(request: Request[OffsetForLeaderEpochRequestView], ctx: BrokerContext
+                 ) -> OffsetForLeaderEpochResponse:
     topics: list[OffsetForLeaderTopicResult] = []
     # A follower (replica id >= 0, v3+) needs CLUSTER_ACTION, anyone else DESCRIBE on each topic.
     follower = request.body.replica_id >= 0

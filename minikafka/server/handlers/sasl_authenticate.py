@@ -7,5 +7,6 @@ from protocol import Request
 from protocol.typed.sasl_authenticate import SaslAuthenticateRequestView, SaslAuthenticateResponse
 
 
-async def handle(request: Request[SaslAuthenticateRequestView], ctx: BrokerContext) -> SaslAuthenticateResponse:
+async def handle(request: Request[SaslAuthenticateRequestView], ctx: BrokerContext
+                 ) -> SaslAuthenticateResponse:
     return await ctx.session.authenticate(request)
