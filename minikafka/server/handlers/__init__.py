@@ -9,8 +9,7 @@ at import, so that mypy and readers follow each key to its handler.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-
+from minikafka.server.context import HandlerFn
 from minikafka.server.handlers import (
     acls,
     add_offsets_to_txn,
@@ -63,9 +62,6 @@ from minikafka.server.handlers import (
     write_txn_markers,
 )
 from protocol import ApiKey
-
-# Each handler names its own request view; the table holds them all, so it takes any request.
-HandlerFn = Callable[..., Awaitable[Mapping[str, object] | None]]
 
 HANDLERS: dict[int, HandlerFn] = {
     ApiKey.PRODUCE: produce.handle,

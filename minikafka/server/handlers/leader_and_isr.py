@@ -41,7 +41,7 @@ def _commands(request: Request[LeaderAndIsrRequestView]) -> list[tuple[Partition
 async def handle(request: Request[LeaderAndIsrRequestView], ctx: BrokerContext) -> LeaderAndIsrResponse:
     body = request.body
     commands = _commands(request)
-    error = refusal(request, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
+    error = refusal(request.api_key, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
     if error is None:
         assert ctx.commands is not None
         results = await ctx.commands.leader_and_isr([c for c, _ in commands])

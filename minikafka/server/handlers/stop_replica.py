@@ -24,7 +24,7 @@ def _commands(request: Request[StopReplicaRequestView]) -> list[StopCommand]:
 async def handle(request: Request[StopReplicaRequestView], ctx: BrokerContext) -> StopReplicaResponse:
     body = request.body
     commands = _commands(request)
-    error = refusal(request, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
+    error = refusal(request.api_key, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
     if error is not None:
         return {"error_code": error, "partition_errors": [
             {"topic_name": c.topic, "partition_index": c.index, "error_code": error} for c in commands]}

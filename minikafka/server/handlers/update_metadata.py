@@ -49,7 +49,7 @@ def _partitions(request: Request[UpdateMetadataRequestView]) -> list[PartitionUp
 
 async def handle(request: Request[UpdateMetadataRequestView], ctx: BrokerContext) -> UpdateMetadataResponse:
     body = request.body
-    error = refusal(request, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
+    error = refusal(request.api_key, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
     if error is not None:
         return {"error_code": error}
     assert ctx.commands is not None
