@@ -42,8 +42,9 @@ async def handle(request: Request[DescribeGroupsRequestView], ctx: BrokerContext
                               "protocol_data": description["protocol_data"], "members": members,
                               "authorized_operations": operations})
             continue
-        entry: DescribedGroup = {"error_code": error, "error_message": None, "group_id": group_id, "group_state": "",
-                 "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
+        entry: DescribedGroup = {"error_code": error, "error_message": None, "group_id": group_id,
+                                 "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                                 "authorized_operations": operations}
         if error == ErrorCode.NONE:
             # Before v6 an unknown group is described as Dead; v6 names the error (KIP-1043).
             if request.api_version >= 6:
