@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from minikafka.server.context import BrokerContext
-from protocol import SUPPORTED_APIS, ApiKey, Request
+from protocol import SUPPORTED_APIS, Request
 from protocol.errors import ErrorCode
 from protocol.typed.api_versions import ApiVersionsRequestView, ApiVersionsResponse
-
-API_KEY = ApiKey.API_VERSIONS
 
 
 async def handle(request: Request[ApiVersionsRequestView], ctx: BrokerContext) -> ApiVersionsResponse:
