@@ -67,6 +67,16 @@ def test_kafka_topics_on_the_cluster(tools: KafkaTools, tools_cluster: Cluster, 
     if found != expected or "min.insync.replicas=2" not in out:
         raise fail_with("kafka-topics --describe", out, f"not the cluster's Metadata {expected}")
     assert all(len(set(replicas.split(","))) == 3 for _, replicas, _ in found.values())
+    if line == "4":
+        # DescribeProducers is answered by each partition's leader, spread over the brokers.
+        for index in metadata:
+            confluent_produce(tools_cluster.bootstrap, topic, [(b"k", b"v")], partition=index)
+        for index in metadata:
+            out = tools.admin("kafka-transactions", "describe-producers", "--topic", topic, "--partition", str(index))
+            header, *rows = (row.split("\t") for row in out.strip().splitlines())
+            shown = [{h.strip(): v.strip() for h, v in zip(header, values, strict=False)} for values in rows]
+            if [(p["LastSequence"], p["CurrentTransactionStartOffset"]) for p in shown] != [("0", "None")]:
+                raise fail_with("kafka-transactions describe-producers", out, f"not one idempotent producer on {index}")
 
     tools.admin("kafka-topics", "--delete", "--topic", topic, line=line)
     wait_until(lambda: topic not in tools.admin("kafka-topics", "--list", line=line).split(), 30,

@@ -76,7 +76,8 @@ DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, DEFAULT = 1, 2, 3, 5
 # ---------------------------------------------------------------- kafka-topics
 
 @pytest.mark.parametrize("line", ["3.9", "4"])
-def test_kafka_topics_creates_describes_alters_and_deletes(tools: KafkaTools, admin: AdminClient, line: str) -> None:
+def test_kafka_topics_creates_describes_alters_and_deletes(tools: KafkaTools, admin: AdminClient,
+                                                           tools_broker: BrokerProcess, line: str) -> None:
     topic = f"topics-{line.replace('.', '')}"
     out = tools.admin("kafka-topics", "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1",
                       "--config", "retention.ms=3600000", "--config", "cleanup.policy=compact", line=line)
@@ -86,7 +87,10 @@ def test_kafka_topics_creates_describes_alters_and_deletes(tools: KafkaTools, ad
 
     out = tools.admin("kafka-topics", "--alter", "--topic", topic, "--partitions", "5", line=line)
     assert partition_count(admin, topic) == 5
+    before = tools_broker.request_versions().get(("DescribeTopicPartitions", 0), 0)
     out = tools.admin("kafka-topics", "--describe", "--topic", topic, line=line)
+    # Kafka's AdminClient (3.7 on) describes topics with DescribeTopicPartitions where the broker has it.
+    assert tools_broker.request_versions().get(("DescribeTopicPartitions", 0), 0) > before
     header = lines_with(out, "PartitionCount")
     if not (len(header) == 1 and "PartitionCount: 5" in header[0] and "ReplicationFactor: 1" in header[0]
             and "cleanup.policy=compact" in header[0] and "retention.ms=3600000" in header[0]):
@@ -405,4 +409,15 @@ def test_kafka_transactions_lists_and_describes(tools: KafkaTools, tools_broker:
     finally:
         consumer.close()
     assert high - low >= 300  # the records and the transaction markers
+
+    # DescribeProducers (KIP-664): the producer of the committed transactions, none left open.
+    out = tools.admin("kafka-transactions", "describe-producers", "--topic", topic, "--partition", "0")
+    header, *producers = (line.split("\t") for line in out.strip().splitlines())
+    shown = [{h.strip(): v.strip() for h, v in zip(header, values, strict=False)} for values in producers]
+    (producer,) = [p for p in shown if p["ProducerId"] == row[2]] or [None]
+    if producer is None or producer["CurrentTransactionStartOffset"] != "None" or int(producer["LastSequence"]) < 0:
+        raise fail_with("kafka-transactions describe-producers", out, f"producer {row[2]} not shown as committed")
+    out = tools.admin("kafka-transactions", "find-hanging", "--broker-id", "1")
+    assert out.split() == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                           "LastTimestamp", "Duration(min)"], out  # the header alone: nothing hangs
 

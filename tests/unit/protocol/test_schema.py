@@ -203,6 +203,8 @@ def test_supported_apis_table() -> None:
         27: ("WriteTxnMarkers", 1, 2, 1),
         28: ("TxnOffsetCommit", 0, 5, 3),
         65: ("DescribeTransactions", 0, 0, 0),
+        61: ("DescribeProducers", 0, 0, 0),
+        75: ("DescribeTopicPartitions", 0, 0, 0),
         66: ("ListTransactions", 0, 2, 0),
         17: ("SaslHandshake", 0, 1, None),
         36: ("SaslAuthenticate", 0, 2, 2),
