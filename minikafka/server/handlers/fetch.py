@@ -52,6 +52,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         layout.append((topic, name, slots))
     max_bytes = min(body.max_bytes, ctx.config["fetch.max.bytes"])
     results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes)
+    throttle_ms = ctx.quotas.fetched(ctx.session.principal.name, request, [r.size for r in results]) \
+        if replica_id < 0 else 0
     responses = []
     for topic, name, slots in layout:
         partitions = []
@@ -74,4 +76,4 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 "records": result.records if result.records is not None else b"",
             })
         responses.append({"topic": name, "topic_id": topic.get("topic_id"), "partitions": partitions})
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": throttle_ms, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}

@@ -91,6 +91,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
             await append_all()
     if replicating:
         await asyncio.gather(*replicating)
+    throttle_ms = ctx.quotas.produced(ctx.session.principal.name, request)
     if acks == 0:
         return None
     leaders: set[int] = set()
@@ -117,7 +118,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
         responses.append({"name": topic_data.get("name"), "topic_id": topic_data.get("topic_id"),
                           "partition_responses": answers})
     endpoints = [ctx.metadata.broker(b, ctx.listener_name) for b in sorted(leaders)]
-    return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": [
+    return {"responses": responses, "throttle_time_ms": throttle_ms, "node_endpoints": [
         {"node_id": e.broker_id, "host": e.host, "port": e.port, "rack": e.rack} for e in endpoints if e is not None]}
 
 

@@ -196,6 +196,7 @@ def test_supported_apis_table() -> None:
         73: ("AssignReplicasToDirs", 0, 0, 0),
         56: ("AlterPartition", 0, 3, 0),
         48: ("DescribeClientQuotas", 0, 1, 1),
+        49: ("AlterClientQuotas", 0, 1, 1),
         67: ("AllocateProducerIds", 0, 0, 0),
         24: ("AddPartitionsToTxn", 0, 5, 3),
         25: ("AddOffsetsToTxn", 0, 4, 3),
