@@ -17,16 +17,16 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from kafka.protocol.admin import (
-    AlterClientQuotasRequest,
-    AlterClientQuotasResponse,
-    DescribeClientQuotasRequest,
-    DescribeClientQuotasResponse,
-)
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
 from tests.integration.broker_process import BrokerProcess, KafkaWire, wait_until
-from tests.integration.clients import confluent_produce, create_topic
+from tests.integration.clients import (
+    QuotaEntity,
+    alter_client_quotas,
+    confluent_produce,
+    create_topic,
+    describe_client_quotas,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,6 @@ RECORD_SIZE = 16 * 1024
 QUOTA_BROKER = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
 INVALID_REQUEST = 42
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
-Entity = dict[str, str | None]
 
 
 @pytest.fixture(scope="module")
@@ -49,31 +48,14 @@ def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         broker.close()
 
 
-def alter(broker: BrokerProcess, entity: Entity, ops: dict[str, float | None],
+def alter(broker: BrokerProcess, entity: QuotaEntity, ops: dict[str, float | None],
           validate_only: bool = False) -> tuple[int, str | None]:
-    """Set (a value) or remove (None) quotas of one entity; its (error code, message)."""
-    entry = AlterClientQuotasRequest.EntryData(
-        entity=[AlterClientQuotasRequest.EntryData.EntityData(entity_type=k, entity_name=v) for k, v in entity.items()],
-        ops=[AlterClientQuotasRequest.EntryData.OpData(key=key, value=value or 0.0, remove=value is None)
-             for key, value in ops.items()])
-    with broker.wire() as wire:
-        response = wire.request(AlterClientQuotasRequest(entries=[entry], validate_only=validate_only), 1,
-                                AlterClientQuotasResponse)
-    (answer,) = response.entries
-    return answer.error_code, answer.error_message
+    return alter_client_quotas(broker.address, entity, ops, validate_only)
 
 
 def describe(broker: BrokerProcess, components: list[tuple[str, int, str | None]],
              strict: bool = False) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
-    """{((entity type, name)...): {key: value}} of the entities the filter matches."""
-    request = DescribeClientQuotasRequest(components=[
-        DescribeClientQuotasRequest.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components],
-        strict=strict)
-    with broker.wire() as wire:
-        response = wire.request(request, 1, DescribeClientQuotasResponse)
-    assert response.error_code == 0, response.error_message
-    return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {v.key: v.value for v in entry.values}
-            for entry in response.entries}
+    return describe_client_quotas(broker.address, components, strict)
 
 
 def test_quotas_are_altered_described_by_filter_and_kept_across_a_restart(quota_broker: BrokerProcess) -> None:

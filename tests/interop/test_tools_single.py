@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.broker_process import BrokerProcess, wait_until
-from tests.integration.clients import confluent_produce, create_topic
+from tests.integration.clients import confluent_produce, create_topic, describe_client_quotas
 from tests.interop.tools import (
     KafkaTools,
     describe_partitions,
@@ -170,6 +170,49 @@ def test_kafka_configs_adds_describes_and_deletes_scram_users(tools: KafkaTools,
     assert [i.mechanism for i in described.scram_credential_infos] == [ScramMechanism.SCRAM_SHA_256]
     out = tools.admin("kafka-configs", "--describe", "--entity-type", "users")
     assert "SCRAM-SHA-512" not in out and "SCRAM-SHA-256=iterations=8192" in out, out
+
+
+@pytest.mark.parametrize("line", ["3.9", "4"])
+def test_kafka_configs_sets_describes_and_deletes_client_quotas(tools: KafkaTools, tools_broker: BrokerProcess,
+                                                                line: str) -> None:
+    user, client = f"quota-user-{line.replace('.', '')}", f"quota-app-{line.replace('.', '')}"
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152", line=line)
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type",
+                "clients", "--entity-name", client, "--add-config", "request_percentage=150", line=line)
+    try:
+        # A default quota applies to every client of the module's broker: it is taken away below.
+        tools.admin("kafka-configs", "--alter", "--entity-type", "clients", "--entity-default",
+                    "--add-config", "producer_byte_rate=1073741824", line=line)
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", user, line=line)
+        assert f"Quota configs for user-principal '{user}' are consumer_byte_rate=2097152.0, " \
+               "producer_byte_rate=1048576.0" in out, out
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", user,
+                          "--entity-type", "clients", "--entity-name", client, line=line)
+        assert f"Quota configs for user-principal '{user}', client-id '{client}' are request_percentage=150.0" \
+            in out, out
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "clients", "--entity-default", line=line)
+        assert "Quota configs for the default client-id are producer_byte_rate=1.073741824E9" in out, out
+        # What the tool wrote is what the broker holds, read back with kafka-python's encoder.
+        assert describe_client_quotas(tools_broker.address, [("user", 0, user)]) == {
+            (("user", user),): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+            (("client-id", client), ("user", user)): {"request_percentage": 150.0}}
+
+        tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                    "--delete-config", "consumer_byte_rate", line=line)
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", user, line=line)
+        assert f"Quota configs for user-principal '{user}' are producer_byte_rate=1048576.0" in out, out
+        refused = tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                              "--add-config", "producer_byte_rate=1.5", line=line, expect_failure=True)
+        assert "InvalidRequestException: Configuration producer_byte_rate must be a Long value" in refused, refused
+    finally:
+        tools.admin("kafka-configs", "--alter", "--entity-type", "clients", "--entity-default",
+                    "--delete-config", "producer_byte_rate", line=line)
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type",
+                "clients", "--entity-name", client, "--delete-config", "request_percentage", line=line)
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                "--delete-config", "producer_byte_rate", line=line)
+    assert describe_client_quotas(tools_broker.address, []) == {}
 
 
 # ---------------------------------------------------------------- kafka-log-dirs, kafka-reassign-partitions
