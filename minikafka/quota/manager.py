@@ -52,7 +52,8 @@ THROTTLE_MS = Counter("minikafka_client_quota_throttle_ms",
 # Requests whose handler time is not a client's: the controller's and followers' (Kafka's
 # cluster actions), and what a client sends before it has a principal.
 REQUEST_QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 17, 18, 27, 36, 56, 67, 73})
-FETCH = 1
+INACTIVE_EXPIRY_MS = 3600 * 1000
+EXPIRY_CHECK_MS = 60 * 1000
 Tags = tuple[str, str]  # (user, client id) of the entity that applies, defaults resolved
 
 
@@ -76,6 +77,8 @@ class ClientQuotas:
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._keys_set: frozenset[str] = frozenset()
         self._rates: dict[tuple[str, Tags], SampledRate] = {}
+        self._last_used: dict[tuple[str, Tags], float] = {}
+        self._next_expiry = 0.0
 
     # ---- the quotas in force ---------------------------------------------------------------------
     def replace_all(self, quotas: dict[QuotaEntity, dict[str, float]]) -> None:
@@ -116,6 +119,9 @@ class ClientQuotas:
         if rate is None:
             rate = self._rates[rate_key] = SampledRate(self.samples, self.sample_ms)
         now = self._clock()
+        self._last_used[rate_key] = now
+        if now >= self._next_expiry:
+            self._expire(now)
         rate.record(value, now)
         measured = rate.rate(now)
         labels = (key, *tags)
@@ -126,6 +132,20 @@ class ClientQuotas:
         throttle = min(round((measured - bound) / bound * rate.window_ms(now)), self.samples * self.sample_ms)
         THROTTLE_MS.labels(*labels).inc(throttle)
         return throttle
+
+    def _expire(self, now: float) -> None:
+        """Forget the rates (and their metrics) of clients idle for an hour, as Kafka expires its
+        quota sensors: client ids come and go, and a default quota makes a rate for each."""
+        self._next_expiry = now + EXPIRY_CHECK_MS
+        for rate_key, used in list(self._last_used.items()):
+            if now - used >= INACTIVE_EXPIRY_MS:
+                del self._last_used[rate_key], self._rates[rate_key]
+                labels = (rate_key[0], *rate_key[1])
+                for metric in (QUOTA_USE, QUOTA_LIMIT, THROTTLE_MS):
+                    try:
+                        metric.remove(*labels)
+                    except KeyError:  # a rate that was never over its quota has no throttle series
+                        pass
 
     def produced(self, user: str, request: Request) -> int:
         """A Produce request of ``request.size`` bytes: the throttle of producer_byte_rate."""

@@ -69,3 +69,13 @@ def test_alter_entries_are_checked_as_kafka_checks_them() -> None:
     for key, value in ((RATE, 1.5), (RATE, 0), ("fetch_rate", 1)):
         with pytest.raises(QuotaError):
             checked_value(key, value)
+
+
+def test_the_rate_of_a_client_idle_for_an_hour_is_forgotten() -> None:
+    now = [0.0]
+    quotas = ClientQuotas(samples=3, sample_ms=1000, clock=lambda: now[0])
+    quotas.set_entity(QuotaEntity(None, DEFAULT), {RATE: 1000.0})
+    quotas.record(RATE, "u", "gone", 10)
+    now[0] = 3600 * 1000.0
+    quotas.record(RATE, "u", "active", 10)
+    assert list(quotas._rates) == [(RATE, ("", "active"))]
