@@ -257,8 +257,9 @@ class Broker:
     async def _quota_changed(self, entity_path: str) -> None:
         entity = QuotaEntity.from_path(entity_path)
         values = await self.quota_store.entity(entity)
+        if values != self.quotas.entities().get(entity, {}):  # a user's SCRAM change leaves its quotas
+            log.info("client quotas of %s are now %s", entity, values or "none")
         self.quotas.set_entity(entity, values)
-        log.info("client quotas of %s are now %s", entity, values or "none")
 
     def _shut_down(self, reason: str) -> None:
         log.critical("broker %d is shutting down: %s", self.config.broker_id, reason)
