@@ -71,10 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     admin_tools = {
         "topics": (topics_tool, "create, list, describe, alter and delete topics (kafka-topics.sh)",
                    "Create, list, describe, alter and delete topics, with kafka-topics.sh's options."),
-        "configs": (configs_tool, "describe and alter configs of topics, brokers and users (kafka-configs.sh)",
-                    "Describe and alter the dynamic configs of topics and brokers, and users' SCRAM credentials "
-                    "(in ZooKeeper before the brokers start, or through a broker: KIP-554), with "
-                    "kafka-configs.sh's options."),
+        "configs": (configs_tool, "describe and alter configs of topics, brokers, users and client quotas "
+                    "(kafka-configs.sh)",
+                    "Describe and alter the dynamic configs of topics and brokers, users' SCRAM credentials "
+                    "(in ZooKeeper before the brokers start, or through a broker: KIP-554), and the client "
+                    "quotas of users and client ids (KIP-546), with kafka-configs.sh's options."),
         "acls": (acls_tool, "add, remove and list ACLs (kafka-acls.sh)",
                  "Add, remove and list ACLs, with kafka-acls.sh's options."),
         "consumer-groups": (groups_tool, "list, describe (with lag), reset offsets of and delete consumer groups "

@@ -118,7 +118,7 @@ KAFKA_STATIC_UNDEFINED = frozenset({
     "offsets.topic.compression.codec", "password.encoder.cipher.algorithm", "password.encoder.iterations",
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm", "password.encoder.old.secret",
     "password.encoder.secret", "process.roles", "producer.purgatory.purge.interval.requests",
-    "queued.max.request.bytes", "quota.window.num", "quota.window.size.seconds",
+    "queued.max.request.bytes",
     "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.quota.window.num",
     "remote.log.manager.copy.quota.window.size.seconds", "remote.log.manager.expiration.thread.pool.size",
     "remote.log.manager.fetch.quota.window.num", "remote.log.manager.fetch.quota.window.size.seconds",

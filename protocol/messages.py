@@ -128,6 +128,8 @@ class Request(Generic[BodyT]):
 
     header: RequestHeader
     body: BodyT
+    # The frame's size without its size prefix, what Kafka's produce quota counts.
+    size: int = 0
 
     @property
     def api_key(self) -> int:
@@ -322,7 +324,7 @@ def parse_request(payload: bytes) -> Request[Message]:
         raise MalformedRequest(f"{spec.name} v{version} request: {exc}", header) from exc
     # Bytes after a complete body are ignored, as Apache Kafka's parser does: librdkafka 2.16
     # sends three of them after an all-topics Metadata v13 request.
-    return Request(header, body)
+    return Request(header, body, len(payload))
 
 
 _strict_field_names = False

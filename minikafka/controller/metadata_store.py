@@ -1,5 +1,5 @@
-"""Cluster metadata: topics, their partitions and configs, producer-id blocks, and security
-(users' SCRAM credentials and ACLs, in the text forms Kafka keeps in ZooKeeper).
+"""Cluster metadata: topics, their partitions and configs, producer-id blocks, security
+(users' SCRAM credentials and ACLs) and client quotas, in the text forms Kafka keeps in ZooKeeper.
 
 ``MetadataStore`` is the one interface the controller keeps its state behind. The embedded mode
 uses ``LocalMetadataStore``: a JSON document written atomically to every healthy log dir, so the
@@ -129,6 +129,15 @@ class MetadataStore(ABC):
         """Replace one user's credentials (none: the user goes)."""
 
     @abstractmethod
+    def quota_configs(self) -> dict[str, dict[str, str]]:
+        """{entity path as in Kafka's /config ("users/alice", "clients/<default>",
+        "users/alice/clients/app"): {quota key: value}}."""
+
+    @abstractmethod
+    def put_quota_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        """Replace the quotas of one entity (none: the entity goes)."""
+
+    @abstractmethod
     def acl_entries(self) -> dict[str, list[dict[str, str]]]:
         """{resource pattern ("Topic:LITERAL:orders"): its entries as Kafka's /kafka-acl JSON has them}."""
 
@@ -156,6 +165,7 @@ class LocalMetadataStore(MetadataStore):
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._log_dir_requests: dict[str, list[dict[str, Any]]] = {}  # broker id -> [{topic, partition, log_dir}]
         self._users: dict[str, dict[str, str]] = {}
+        self._quotas: dict[str, dict[str, str]] = {}
         self._acls: dict[str, list[dict[str, str]]] = {}
 
     def load(self, refresh: bool = True) -> None:
@@ -190,6 +200,7 @@ class LocalMetadataStore(MetadataStore):
                                       for broker, entries in newest.get("log_dir_requests", {}).items()}
             self._users = {user: dict(configs) for user, configs in newest.get("users", {}).items()}
             self._acls = {pattern: list(entries) for pattern, entries in newest.get("acls", {}).items()}
+            self._quotas = {entity: dict(configs) for entity, configs in newest.get("quotas", {}).items()}
         if not self._cluster_id:
             self._cluster_id = _new_cluster_id()
         # Every healthy dir gets the newest copy, including a dir that was just replaced.
@@ -254,6 +265,16 @@ class LocalMetadataStore(MetadataStore):
             self._users.pop(user, None)
         self._write()
 
+    def quota_configs(self) -> dict[str, dict[str, str]]:
+        return self._quotas
+
+    def put_quota_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._quotas[entity_path] = dict(configs)
+        else:
+            self._quotas.pop(entity_path, None)
+        self._write()
+
     def acl_entries(self) -> dict[str, list[dict[str, str]]]:
         return self._acls
 
@@ -284,6 +305,7 @@ class LocalMetadataStore(MetadataStore):
                 "log_dir_requests": self._log_dir_requests,
                 "users": self._users,
                 "acls": self._acls,
+                "quotas": self._quotas,
                 "topics": [t.to_json() for t in self._topics.values()],
             },
             indent=1,

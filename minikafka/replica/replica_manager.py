@@ -32,6 +32,7 @@ from minikafka.storage.errors import (
 )
 from minikafka.storage.log import AppendResult, FileSlice, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
+from minikafka.storage.producer_state import ProducerEntry
 from minikafka.storage.txn_index import AbortedTxn
 from minikafka.waits import client_gone, wait_released
 from protocol.errors import ErrorCode
@@ -164,6 +165,10 @@ class Partition:
         self.followers = {}
         self.pending_isr = None
         self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """The producers this replica's log holds state for (DescribeProducers)."""
+        return list(self.log.producer_state.producers.values())
 
     # ---- leader --------------------------------------------------------------------------
     def append(self, records: bytes | memoryview, now: int, coordinator: bool = False) -> AppendResult:
@@ -566,6 +571,11 @@ class ReplicaManager:
         for (name, _), partition in self.partitions.items():
             if name == topic:
                 partition.log.update_config(config)
+
+    def active_producers(self, topic: str, index: int) -> tuple[list[ProducerEntry], ErrorCode]:
+        """The producers with state in a partition this broker leads (KIP-664), or why not."""
+        partition, error = self._leader((topic, index))
+        return (partition.active_producers(), error) if partition is not None else ([], error)
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))

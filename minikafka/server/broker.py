@@ -29,6 +29,9 @@ from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, Loo
 from minikafka.metadata_cache import MetadataCache
 from minikafka.net.client import BrokerClient, BrokerConnections
 from minikafka.net.streams import TlsHandshakeFailed
+from minikafka.quota.entity import QuotaEntity
+from minikafka.quota.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas
+from minikafka.quota.store import EmbeddedQuotaStore, QuotaStore, ZkQuotaStore
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
@@ -139,6 +142,10 @@ class Broker:
         security_store: SecurityStore = EmbeddedSecurityStore(self.store) if self.config.embedded \
             else ZkSecurityStore(self.zk)
         await self.security.start(security_store)
+        self.quota_store: QuotaStore = EmbeddedQuotaStore(self.store) if self.config.embedded \
+            else ZkQuotaStore(self.zk)
+        self.quotas = ClientQuotas(self.config["quota.window.num"], self.config["quota.window.size.seconds"] * 1000)
+        self.quotas.replace_all(await self.quota_store.all())
         # The transaction coordinator's connections to the other brokers (markers, verifications).
         self.txn_connections = BrokerConnections(self._inter_broker_client)
         self.txn_markers = TxnMarkerWriter(self.config.broker_id, self.replica_manager, self.metadata,
@@ -168,7 +175,8 @@ class Broker:
             broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1,
             cluster_controller=self.membership.controller if self.membership is not None else None,
             security=self.security, session=Session(self.security.listeners[self.listeners[0].name], "",
-                                                    self.security.authorizer, self.security.credential))
+                                                    self.security.authorizer, self.security.credential),
+            quotas=self.quotas, quota_store=self.quota_store)
         loop = asyncio.get_running_loop()
         self._background = [
             loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
@@ -236,15 +244,24 @@ class Broker:
         self.membership.on_deleted_topics = commands.delete_replicas_of_deleted_topics
         self.membership.on_user_changed = self.security.user_changed
         self.membership.on_new_session = self.security.new_session
+        self.membership.on_quota_changed = self._quota_changed
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:
             raise BrokerStartupError(str(exc)) from None
         # Users changed between the security store's first load and the membership's first look at
-        # the config change notifications would be missed: read them all again.
+        # the config change notifications would be missed: read them all again (quotas alike).
         await self.security.reload()
+        self.quotas.replace_all(await self.quota_store.all())
         self.dir_reports.start()
         return commands
+
+    async def _quota_changed(self, entity_path: str) -> None:
+        entity = QuotaEntity.from_path(entity_path)
+        values = await self.quota_store.entity(entity)
+        if values != self.quotas.entities().get(entity, {}):  # a user's SCRAM change leaves its quotas
+            log.info("client quotas of %s are now %s", entity, values or "none")
+        self.quotas.set_entity(entity, values)
 
     def _shut_down(self, reason: str) -> None:
         log.critical("broker %d is shutting down: %s", self.config.broker_id, reason)
@@ -437,7 +454,11 @@ class Broker:
             if handler is None or request.api_key not in context.handled_apis:
                 raise UnhandledApi(f"api key {request.api_key} is not served by this broker")
             session.admit(request)
-            return handler(request, context)
+            handling = handler(request, context)
+            if self.quotas.request_quotas_set and request.api_key not in REQUEST_QUOTA_EXEMPT \
+                    and not _from_a_follower(request):
+                return self.quotas.timed(handling, session.principal.name, request)
+            return handling
 
         return dispatch
 
@@ -507,3 +528,12 @@ def _halt() -> None:
     to serve and a clean shutdown would only write to dirs that are gone."""
     logging.shutdown()
     os._exit(1)
+
+
+def _from_a_follower(request: Request) -> bool:
+    """A follower's Fetch: replication, which client quotas do not count."""
+    if request.api_key != 1:
+        return False
+    body: Any = request.body
+    replica_id = body.replica_id if request.api_version <= 14 else body.replica_state.replica_id
+    return bool(replica_id >= 0)

@@ -61,6 +61,8 @@ class ClusterMembership:
         # znode path), and a new session began whose watches must be set again.
         self.on_user_changed: Callable[[str], Awaitable[None]] | None = None
         self.on_new_session: Callable[[], Awaitable[None]] | None = None
+        # Client quotas (minikafka/quota): an entity's znode changed (its entity path, "users/alice").
+        self.on_quota_changed: Callable[[str], Awaitable[None]] | None = None
         # Broker keys that give topic configs their defaults: when one changes dynamically, every
         # hosted log that does not override it follows (as the embedded controller does).
         for key in dynamic_topic_defaults():
@@ -232,8 +234,11 @@ class ClusterMembership:
             elif kind == "brokers":
                 await self._apply_broker_configs()
                 self.controller.configs_changed(None)
-            elif kind == "users" and self.on_user_changed is not None:
-                await self.on_user_changed(entity_name)
+            else:
+                if kind == "users" and "/" not in entity_name and self.on_user_changed is not None:
+                    await self.on_user_changed(entity_name)
+                if kind in ("users", "clients") and self.on_quota_changed is not None:
+                    await self.on_quota_changed(entity)
 
     async def _apply_broker_configs(self) -> None:
         own = await self.zk.entity_configs("brokers", str(self.broker_id)) or {}

@@ -57,6 +57,7 @@ class Connection:
         self.raw_frames: Callable[[bytes], Coroutine[Any, Any, ResponseParts]] | None = None
         self._close_after: asyncio.Future[ResponseParts] | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._muted_until = 0.0  # event-loop time
 
     def stop_reading(self) -> None:
         """Broker shutdown: read no further request, answer those already read, then close.
@@ -99,12 +100,28 @@ class Connection:
 
     async def _read_loop(self) -> None:
         while True:
+            await self._unmuted()
             # Straight into the decoder's buffer, kept from one read to the next.
             count = await self.stream.recv_into(self._decoder.writable())
             if not count:
                 return
             for payload in self._decoder.wrote(count):
+                await self._unmuted()
                 await self._pending.put(self._start(payload))
+
+    async def _unmuted(self) -> None:
+        """Wait out a client quota's throttle: no request of the connection is taken meanwhile."""
+        loop = asyncio.get_running_loop()
+        while (left := self._muted_until - loop.time()) > 0:
+            await asyncio.sleep(left)
+
+    def _throttle(self, body: Any) -> None:
+        """A response with a throttle time (a client quota exceeded, KIP-219) mutes the connection
+        for that long, so a client that does not back off by itself is held back too."""
+        throttle_ms = body.get("throttle_time_ms", 0) if isinstance(body, dict) else 0
+        if throttle_ms > 0:
+            loop = asyncio.get_running_loop()
+            self._muted_until = max(self._muted_until, loop.time() + throttle_ms / 1000)
 
     def limit_frames(self, max_frame_size: int) -> None:
         """A larger frame from now on closes the connection."""
@@ -134,6 +151,7 @@ class Connection:
     async def _handle(self, request: Request, handling: Awaitable[Any], started: float) -> ResponseParts:
         name = metrics.api_name(request.api_key)
         body = await handling
+        self._throttle(body)
         metrics.REQUESTS.labels(name).inc()
         metrics.REQUEST_VERSIONS.labels(name, str(request.api_version)).inc()
         metrics.LATENCY.labels(name).observe(time.perf_counter() - started)

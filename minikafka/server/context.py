@@ -10,6 +10,8 @@ from minikafka.controller.api import ClusterControl
 from minikafka.controller.zk_controller import ZkController
 from minikafka.group.coordinator import GroupCoordinator
 from minikafka.metadata_cache import MetadataCache
+from minikafka.quota.manager import ClientQuotas
+from minikafka.quota.store import QuotaStore
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.security.manager import BrokerSecurity
@@ -51,6 +53,9 @@ class BrokerContext:
     # TLS, SASL and ACLs: the broker's, and the connection's own session (its principal).
     security: BrokerSecurity = field(kw_only=True)
     session: Session = field(kw_only=True)
+    # Client quotas: those in force here (and their rates), and where they are stored.
+    quotas: ClientQuotas = field(kw_only=True)
+    quota_store: QuotaStore = field(kw_only=True)
 
     @property
     def broker_id(self) -> int:

@@ -1,4 +1,5 @@
-"""minikafka configs: kafka-configs.sh's --describe and --alter of topics, brokers and users.
+"""minikafka configs: kafka-configs.sh's --describe and --alter of topics, brokers, users and
+client quotas.
 
     minikafka configs --bootstrap-server HOST:PORT --entity-type topics --entity-name orders \\
         --alter --add-config retention.ms=3600000,cleanup.policy=[compact,delete]
@@ -10,7 +11,8 @@
 
 Topics and brokers go through DescribeConfigs and IncrementalAlterConfigs (a broker's own configs
 to that broker, the cluster-wide defaults of --entity-default to any); users' SCRAM credentials
-are users.py's.  A resource's changes are taken whole or not at all: a bad name or value names
+are users.py's, the client quotas of users and client ids (--entity-type users|clients, or
+--user/--client) quotas.py's.  A resource's changes are taken whole or not at all: a bad name or value names
 the key and changes nothing.
 """
 
@@ -20,6 +22,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from minikafka.tools import quotas as quotas_tool
 from minikafka.tools import users as users_tool
 from minikafka.tools.admin import (
     BROKER_RESOURCE,
@@ -51,12 +54,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entity-name", metavar="NAME", help="the topic, broker id or user")
     parser.add_argument("--entity-default", action="store_true",
                         help="brokers: the cluster-wide defaults every broker takes unless it has its own")
+    parser.add_argument("--user", metavar="USER", help="quotas: same as --entity-type users --entity-name USER "
+                        "(with --client: the quotas of that user's client id)")
+    parser.add_argument("--client", metavar="CLIENT_ID", help="quotas: same as --entity-type clients --entity-name")
+    parser.add_argument("--user-defaults", action="store_true", help="quotas: the default user")
+    parser.add_argument("--client-defaults", action="store_true", help="quotas: the default client id")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", metavar="ID", help="same as --entity-type brokers --entity-name ID")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--describe", action="store_true", help="the configs set (with --all: every config)")
     action.add_argument("--alter", action="store_true", help="with --add-config and/or --delete-config")
-    parser.add_argument("--add-config", metavar="K1=V1,K2=[A,B]", help="configs to set (users: SCRAM credentials)")
+    parser.add_argument("--add-config", metavar="K1=V1,K2=[A,B]",
+                        help="configs to set (users: SCRAM credentials or quotas; clients: quotas)")
     parser.add_argument("--delete-config", metavar="K1,K2", help="configs to put back to their defaults")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, defaults included")
 
@@ -67,20 +76,19 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _resolve_shortcuts(args)
-    if not args.entity_type:
-        raise ToolError("--entity-type is required: topics, brokers, users or clients")
     if not (args.describe or args.alter):
         raise ToolError("no action: use --describe or --alter")
+    quota_entity = _quota_entity(args)
+    if quota_entity is not None:
+        return _quotas(args, quota_entity, out, err)
+    if not args.entity_type:
+        raise ToolError("--entity-type is required: topics, brokers, users or clients")
     if args.entity_type == "users":
         if bool(args.zookeeper) == bool(args.bootstrap_server):
             raise ToolError("users: give either --bootstrap-server or --zookeeper")
         return users_tool.run(args, out, err)
     if args.zookeeper:
         raise ToolError(f"--zookeeper serves only --entity-type users; {args.entity_type} need --bootstrap-server")
-    if args.entity_type == "clients":
-        raise RequestFailed("client quotas (producer_byte_rate, consumer_byte_rate, request_percentage) are not "
-                            "implemented by minikafka: its brokers do not serve DescribeClientQuotas or "
-                            "AlterClientQuotas")
     if args.entity_default and (args.entity_type != "brokers" or args.entity_name):
         raise ToolError("--entity-default goes with --entity-type brokers and no --entity-name")
     if args.alter:
@@ -105,6 +113,62 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _describe(cluster, args, out)
     finally:
         cluster.close()
+
+
+def _quota_entity(args: argparse.Namespace) -> quotas_tool.EntityParts | None:
+    """The client quota entity named (a part named "" stands for every entity of its type), or
+    None when the command is not about quotas (a user's SCRAM credentials)."""
+    if args.user is not None or args.client is not None or args.user_defaults or args.client_defaults:
+        if args.entity_type is not None or args.entity_name is not None or args.entity_default:
+            raise ToolError("--user/--client (and their --*-defaults) replace --entity-type, --entity-name and "
+                            "--entity-default; give one form")
+        parts: quotas_tool.EntityParts = []
+        if args.user is not None or args.user_defaults:
+            parts.append(("user", None if args.user_defaults else args.user))
+        if args.client is not None or args.client_defaults:
+            parts.append(("client-id", None if args.client_defaults else args.client))
+        return parts
+    if args.entity_type not in ("users", "clients"):
+        return None
+    kind = "user" if args.entity_type == "users" else "client-id"
+    if args.entity_type == "users":
+        keys = list(parse_configs(args.add_config, "--add-config")) if args.add_config else []
+        keys += split_names(args.delete_config, "--delete-config") if args.delete_config else []
+        quota_keys = [k for k in keys if quotas_tool.is_quota_key(k)]
+        if args.alter and len(quota_keys) < len(keys):
+            if quota_keys:
+                raise ToolError("give a user's quotas and its SCRAM credentials in two commands")
+            return None  # SCRAM credentials
+        if args.zookeeper:
+            if quota_keys:
+                raise ToolError("quotas go through --bootstrap-server, not --zookeeper")
+            return None
+    return [(kind, None if args.entity_default else "" if args.entity_name is None else args.entity_name)]
+
+
+def _quotas(args: argparse.Namespace, parts: quotas_tool.EntityParts, out: TextIO, err: TextIO) -> int:
+    if args.zookeeper:
+        raise ToolError("client quotas go through --bootstrap-server, not --zookeeper")
+    if args.alter and any(name == "" for _, name in parts):
+        raise ToolError("--alter needs --entity-name or --entity-default (or --user/--client NAME, "
+                        "--user-defaults/--client-defaults)")
+    adds = parse_configs(args.add_config, "--add-config") if args.add_config else {}
+    deletes = split_names(args.delete_config, "--delete-config") if args.delete_config else []
+    if args.alter and not (adds or deletes):
+        raise ToolError("--alter needs --add-config and/or --delete-config")
+    if not args.alter and (adds or deletes):
+        raise ToolError("--add-config and --delete-config go with --alter")
+    cluster = connect(args, "minikafka-configs")
+    try:
+        if args.alter:
+            return quotas_tool.alter(cluster, parts, adds, deletes, out)
+        quotas_tool.describe(cluster, parts, out)
+    finally:
+        cluster.close()
+    # `--describe --entity-type users` shows the users' SCRAM credentials after their quotas, as Kafka does.
+    if parts[0][0] == "user" and len(parts) == 1 and args.entity_type == "users":
+        return users_tool.run(args, out, err)
+    return 0
 
 
 def _resolve_shortcuts(args: argparse.Namespace) -> None:

@@ -779,11 +779,13 @@ class KafkaZk:
 
     # -- configs ---------------------------------------------------------------------------------
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str] | None:
-        """/config/{topics,brokers}/name's configs; None if there is no such znode."""
+        """/config/{topics,brokers,users,clients}/name's configs; None if there is no such znode."""
         path = f"/config/{entity_type}/{name}"
         got = await self.get(path)
         if got is None:
             return None
+        if not got[0]:  # a parent made on the way to a child's znode (/config/users/<user>/clients/...)
+            return {}
         return {str(k): str(v) for k, v in (_load(path, got[0]).get("config") or {}).items()}
 
     async def set_entity_configs(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:

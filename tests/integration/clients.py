@@ -17,6 +17,14 @@ from dataclasses import dataclass
 import confluent_kafka
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
+
+from tests.integration.broker_process import KafkaWire
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,3 +274,36 @@ def confluent_transactions(bootstrap: str, topic: str, outcomes: Iterable[tuple[
         elif commit is False:
             producer.abort_transaction(30)
     return producer
+
+
+# A client quota entity as AlterClientQuotas names it: {"user": "alice", "client-id": None (the default)}.
+QuotaEntity = dict[str, str | None]
+
+
+def alter_client_quotas(address: tuple[str, int], entity: QuotaEntity, ops: dict[str, float | None],
+                        validate_only: bool = False) -> tuple[int, str | None]:
+    """Set (a value) or remove (None) quotas of one entity with AlterClientQuotas (kafka-python's
+    encoder); the entry's (error code, message)."""
+    entry = AlterClientQuotasRequest.EntryData(
+        entity=[AlterClientQuotasRequest.EntryData.EntityData(entity_type=k, entity_name=v) for k, v in entity.items()],
+        ops=[AlterClientQuotasRequest.EntryData.OpData(key=key, value=value or 0.0, remove=value is None)
+             for key, value in ops.items()])
+    with KafkaWire(address) as wire:
+        response = wire.request(AlterClientQuotasRequest(entries=[entry], validate_only=validate_only), 1,
+                                AlterClientQuotasResponse)
+    (answer,) = response.entries
+    return answer.error_code, answer.error_message
+
+
+def describe_client_quotas(address: tuple[str, int], components: list[tuple[str, int, str | None]],
+                           strict: bool = False) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    """{((entity type, name)...): {key: value}} of the entities a DescribeClientQuotas filter
+    ((entity type, match type, match)...) matches."""
+    request = DescribeClientQuotasRequest(components=[
+        DescribeClientQuotasRequest.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components],
+        strict=strict)
+    with KafkaWire(address) as wire:
+        response = wire.request(request, 1, DescribeClientQuotasResponse)
+    assert response.error_code == 0, response.error_message
+    return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {v.key: v.value for v in entry.values}
+            for entry in response.entries}

@@ -5,6 +5,8 @@ bad input answered with a clear message, the documented exit code and nothing ch
 
 from __future__ import annotations
 
+import argparse
+import io
 import os
 import subprocess
 import sys
@@ -26,8 +28,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka import errors as kafka_errors
 
+from minikafka.tools import configs as configs_tool
 from tests.integration.broker_process import HOST, REPO_ROOT, BrokerProcess, free_port
-from tests.integration.clients import confluent_produce, create_topic
+from tests.integration.clients import confluent_produce, create_topic, describe_client_quotas
 from tests.integration.security import PLAIN_MODULE, confluent_sasl, jaas, kafka_python_sasl
 from tests.readme import block_containing
 
@@ -194,9 +197,6 @@ def test_configs_bad_input_is_refused_and_changes_nothing(module_broker: BrokerP
     unknown = tool("configs", "--bootstrap-server", server, "--entity-type", "topics", "--entity-name", "nope",
                    "--describe")
     assert unknown.returncode == 1 and "topic 'nope' does not exist" in unknown.stderr
-    quotas = tool("configs", "--bootstrap-server", server, "--entity-type", "clients", "--entity-name", "app",
-                  "--describe")
-    assert quotas.returncode == 1 and "client quotas" in quotas.stderr and "not implemented" in quotas.stderr
     for args, message in [
         (["--entity-type", "brokers", "--entity-name", "one", "--describe"], "a broker is named by its id"),
         (["--entity-type", "brokers", "--entity-name", "9", "--describe"], "broker 9 is not in the cluster"),
@@ -209,6 +209,55 @@ def test_configs_bad_input_is_refused_and_changes_nothing(module_broker: BrokerP
         run = tool("configs", "--bootstrap-server", server, *args)
         assert run.returncode == 2 and message in run.stderr, (args, run.stderr)
     assert topic_configs(server, "steady")["retention.ms"] == "7200000"
+
+
+def test_configs_of_client_quotas(module_broker: BrokerProcess) -> None:
+    server = module_broker.bootstrap
+    parser = argparse.ArgumentParser()
+    configs_tool.add_arguments(parser)
+
+    def configs(*args: str) -> subprocess.CompletedProcess[str]:
+        """The tool's work in this process (the command line is run once below, as users run it)."""
+        out, err = io.StringIO(), io.StringIO()
+        code = configs_tool.run(parser.parse_args(["--bootstrap-server", server, *args]), out, err)
+        return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+    done = tool("configs", "--bootstrap-server", server, "--entity-type", "clients", "--entity-name", "cli-app",
+                "--alter", "--add-config", "producer_byte_rate=1048576,request_percentage=50")
+    assert done.returncode == 0 and "Completed updating config for client-id 'cli-app'." in done.stdout, done.stderr
+    assert configs("--user", "cli-user", "--client", "cli-app", "--alter",
+                   "--add-config", "consumer_byte_rate=2048").returncode == 0
+    assert configs("--user-defaults", "--alter", "--add-config", "consumer_byte_rate=1073741824").returncode == 0
+    out = configs("--entity-type", "clients", "--describe").stdout
+    assert "Quota configs for client-id 'cli-app' are producer_byte_rate=1048576.0, request_percentage=50.0" in out
+    out = configs("--user", "cli-user", "--client", "cli-app", "--describe").stdout
+    assert out == "Quota configs for user-principal 'cli-user', client-id 'cli-app' are consumer_byte_rate=2048.0\n"
+    out = configs("--entity-type", "users", "--describe").stdout
+    assert "Quota configs for the default user-principal are consumer_byte_rate=1073741824.0" in out, out
+    assert describe_client_quotas(module_broker.address, [("client-id", 0, "cli-app")], strict=True) == {
+        (("client-id", "cli-app"),): {"producer_byte_rate": 1048576.0, "request_percentage": 50.0}}
+
+    fractional = configs("--entity-type", "clients", "--entity-name", "cli-app", "--alter",
+                         "--add-config", "producer_byte_rate=1.5")
+    assert fractional.returncode == 1 and "must be a Long value" in fractional.stderr, fractional.stderr
+    for args, message in [
+        (["--entity-type", "clients", "--entity-name", "cli-app", "--alter", "--add-config", "fetch=1"],
+         "fetch is not a client quota"),
+        (["--entity-type", "users", "--entity-name", "u", "--alter", "--add-config",
+          "producer_byte_rate=5,SCRAM-SHA-256=[password=x]"], "in two commands"),
+        (["--entity-type", "clients", "--alter", "--add-config", "producer_byte_rate=5"], "--alter needs --entity-name"),
+        (["--user", "u", "--entity-type", "users", "--describe"], "give one form"),
+    ]:
+        run = configs(*args)
+        assert run.returncode == 2 and message in run.stderr, (args, run.stderr)
+
+    assert configs("--entity-type", "clients", "--entity-name", "cli-app", "--alter",
+                   "--delete-config", "producer_byte_rate,request_percentage").returncode == 0
+    assert configs("--user", "cli-user", "--client", "cli-app", "--alter",
+                   "--delete-config", "consumer_byte_rate").returncode == 0
+    assert configs("--user-defaults", "--alter", "--delete-config", "consumer_byte_rate").returncode == 0
+    assert configs("--entity-type", "clients", "--describe").stdout == ""
+    assert describe_client_quotas(module_broker.address, []) == {}
 
 
 # ---------------------------------------------------------------- consumer groups

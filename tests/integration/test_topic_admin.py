@@ -18,11 +18,13 @@ from tests.integration.clients import confluent_consume, create_topic
 
 pytestmark = pytest.mark.integration
 
+UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
+INVALID_REQUEST = 42
 
 
 @pytest.fixture
@@ -219,3 +221,34 @@ def test_every_kafka_topic_config_is_accepted_described_and_honoured(module_brok
                  on_delivery=lambda err, msg: errors.append(err))
     late.flush(20)
     assert errors and errors[0].code() == confluent_kafka.KafkaError.INVALID_TIMESTAMP
+
+
+def test_describe_topic_partitions_pages_by_cursor(module_broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    """DescribeTopicPartitions (KIP-966) through kafka-python: topics in name order, at most
+    `response_partition_limit` partitions a page, and the cursor of the next page."""
+    create_topic(module_broker.bootstrap, "dtp-a", 3)
+    create_topic(module_broker.bootstrap, "dtp-b", 2)
+
+    def page(topics: list[str], limit: int, cursor: dict[str, Any] | None = None) -> tuple[list[Any], Any]:
+        answer = admin.describe_topic_partitions(topics, response_partition_limit=limit, cursor=cursor)
+        shown = [(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]]) for t in answer["topics"]]
+        return shown, answer["next_cursor"]
+
+    asked = ["dtp-missing", "dtp-b", "dtp-a"]
+    assert page(asked, 2) == ([("dtp-a", 0, [0, 1])], {"topic_name": "dtp-a", "partition_index": 2})
+    assert page(asked, 2, {"topic_name": "dtp-a", "partition_index": 2}) == (
+        [("dtp-a", 0, [2]), ("dtp-b", 0, [0])], {"topic_name": "dtp-b", "partition_index": 1})
+    assert page(asked, 2, {"topic_name": "dtp-b", "partition_index": 1}) == (
+        [("dtp-b", 0, [1]), ("dtp-missing", UNKNOWN_TOPIC_OR_PARTITION, [])], None)
+    # A page filled exactly by one topic points the next at the start of the following one.
+    assert page(["dtp-a", "dtp-b"], 3) == ([("dtp-a", 0, [0, 1, 2])], {"topic_name": "dtp-b", "partition_index": 0})
+    # A cursor on a topic not asked for is refused on every topic asked.
+    assert page(["dtp-a"], 3, {"topic_name": "dtp-b", "partition_index": 0}) == (
+        [("dtp-a", INVALID_REQUEST, [])], None)
+    every, _ = page([], 2000)
+    assert ("dtp-a", 0, [0, 1, 2]) in every and ("dtp-b", 0, [0, 1]) in every
+    assert [name for name, _, _ in every] == sorted(name for name, _, _ in every)
+    described = admin.describe_topic_partitions(["dtp-a"])["topics"][0]
+    partition = described["partitions"][0]
+    assert partition["leader_id"] == module_broker.broker_id and partition["isr_nodes"] == [module_broker.broker_id]
+    assert described["topic_authorized_operations"] > 0 and not described["is_internal"]

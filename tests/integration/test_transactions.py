@@ -13,8 +13,8 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.errors import KafkaError
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError, UnknownTopicOrPartitionError
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -288,6 +288,28 @@ def test_the_admin_apis_describe_and_list_transactions(txn_broker: BrokerProcess
     finally:
         admin.close()
     still_open.abort_transaction(30)
+
+
+def test_describe_producers_shows_each_producer_and_the_open_transaction_start(txn_broker: BrokerProcess) -> None:
+    """DescribeProducers (KIP-664) through kafka-python's admin client: the idempotent producer and
+    the transactional one, whose open transaction starts at its first record's offset."""
+    topic = "txn-producers"
+    create_topic(txn_broker.bootstrap, topic, 1)
+    confluent_produce(txn_broker.bootstrap, topic, [(b"k", b"plain")] * 3, partition=0)
+    still_open = _producer(txn_broker, f"hanging-{uuid.uuid4().hex[:6]}")
+    _in_txn(still_open, topic, [b"a", b"b"], 1)
+    admin = KafkaAdminClient(bootstrap_servers=txn_broker.bootstrap)
+    try:
+        states = admin.describe_producers([TopicPartition(topic, 0)])[TopicPartition(topic, 0)].active_producers
+        by_txn = {s.current_transaction_start_offset: s for s in states}
+        assert set(by_txn) == {-1, 3}, states
+        assert by_txn[-1].last_sequence == 2 and by_txn[3].last_sequence == 1
+        assert by_txn[3].producer_id != by_txn[-1].producer_id and by_txn[3].last_timestamp > 0
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.describe_producers([TopicPartition("no-such-topic", 0)], broker_id=txn_broker.broker_id)
+    finally:
+        admin.close()
+    still_open.commit_transaction(30)
 
 
 @pytest.mark.parametrize("point, answered", [("txn.decided", False), ("txn.markers_written", True)])

@@ -9,14 +9,17 @@ own, and a test that kills a broker starts it again.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kazoo.client import KazooClient
 
-from tests.integration.broker_process import BrokerProcess, wait_until
+from tests.integration.broker_process import BrokerProcess, KafkaWire, wait_until
 from tests.integration.clients import confluent_consume, confluent_produce
 from tests.interop.tools import (
     KafkaTools,
@@ -67,6 +70,16 @@ def test_kafka_topics_on_the_cluster(tools: KafkaTools, tools_cluster: Cluster, 
     if found != expected or "min.insync.replicas=2" not in out:
         raise fail_with("kafka-topics --describe", out, f"not the cluster's Metadata {expected}")
     assert all(len(set(replicas.split(","))) == 3 for _, replicas, _ in found.values())
+    if line == "4":
+        # DescribeProducers is answered by each partition's leader, spread over the brokers.
+        for index in metadata:
+            confluent_produce(tools_cluster.bootstrap, topic, [(b"k", b"v")], partition=index)
+        for index in metadata:
+            out = tools.admin("kafka-transactions", "describe-producers", "--topic", topic, "--partition", str(index))
+            header, *rows = (row.split("\t") for row in out.strip().splitlines())
+            shown = [{h.strip(): v.strip() for h, v in zip(header, values, strict=False)} for values in rows]
+            if [(p["LastSequence"], p["CurrentTransactionStartOffset"]) for p in shown] != [("0", "None")]:
+                raise fail_with("kafka-transactions describe-producers", out, f"not one idempotent producer on {index}")
 
     tools.admin("kafka-topics", "--delete", "--topic", topic, line=line)
     wait_until(lambda: topic not in tools.admin("kafka-topics", "--list", line=line).split(), 30,
@@ -93,10 +106,48 @@ def test_kafka_configs_on_the_cluster(tools: KafkaTools, tools_cluster: Cluster)
     assert configs.result(10)["log.cleaner.min.cleanable.ratio"].value == "0.3"
     out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", "carol")
     assert "SCRAM-SHA-512=iterations=5000" in out, out
+    _client_quotas_on_the_cluster(tools, tools_cluster)
     tools.admin("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", "2",
                 "--delete-config", "log.cleaner.min.cleanable.ratio")
     out = tools.admin("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", "2")
     assert "log.cleaner.min.cleanable.ratio" not in out, out
+
+
+def _client_quotas_on_the_cluster(tools: KafkaTools, cluster: Cluster) -> None:
+    """Quotas set by kafka-configs are in ZooKeeper as Kafka writes them (a user's beside its SCRAM
+    credential), and every broker follows their change notification."""
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "carol",
+                "--add-config", "producer_byte_rate=1048576")
+    tools.admin("kafka-configs", "--alter", "--entity-type", "clients", "--entity-name", "probe",
+                "--add-config", "request_percentage=0.001")
+    zk = KazooClient(hosts=cluster.zookeeper.connect + "/minikafka")
+    zk.start(timeout=15)
+    try:
+        carol = json.loads(zk.get("/config/users/carol")[0])["config"]
+        assert carol["producer_byte_rate"] == "1048576" and "SCRAM-SHA-512" in carol, carol
+        assert json.loads(zk.get("/config/clients/probe")[0]) == {"version": 1,
+                                                                   "config": {"request_percentage": "0.001"}}
+        paths = [json.loads(zk.get(f"/config/changes/{n}")[0])["entity_path"] for n in zk.get_children("/config/changes")]
+        assert {"users/carol", "clients/probe"} <= set(paths), paths
+    finally:
+        zk.stop()
+        zk.close()
+    out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", "carol")
+    assert "Quota configs for user-principal 'carol' are producer_byte_rate=1048576.0" in out, out
+    assert "SCRAM-SHA-512=iterations=5000" in out, out
+
+    def throttled(broker: BrokerProcess) -> bool:
+        with KafkaWire(broker.address, client_id="probe") as wire:
+            return any(wire.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 8,
+                                    MetadataResponse).throttle_time_ms for _ in range(20))
+    for broker in cluster.brokers.values():
+        wait_until(lambda b=broker: throttled(b), 15, what=f"broker {broker.broker_id} enforcing the probe's quota")
+    tools.admin("kafka-configs", "--alter", "--entity-type", "clients", "--entity-name", "probe",
+                "--delete-config", "request_percentage")
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "carol",
+                "--delete-config", "producer_byte_rate")
+    out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", "carol")
+    assert "Quota configs" not in out and "SCRAM-SHA-512=iterations=5000" in out, out
 
 
 # ---------------------------------------------------------------- K1

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.broker_process import BrokerProcess, wait_until
-from tests.integration.clients import confluent_produce, create_topic
+from tests.integration.clients import confluent_produce, create_topic, describe_client_quotas
 from tests.interop.tools import (
     KafkaTools,
     describe_partitions,
@@ -76,7 +76,8 @@ DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, DEFAULT = 1, 2, 3, 5
 # ---------------------------------------------------------------- kafka-topics
 
 @pytest.mark.parametrize("line", ["3.9", "4"])
-def test_kafka_topics_creates_describes_alters_and_deletes(tools: KafkaTools, admin: AdminClient, line: str) -> None:
+def test_kafka_topics_creates_describes_alters_and_deletes(tools: KafkaTools, admin: AdminClient,
+                                                           tools_broker: BrokerProcess, line: str) -> None:
     topic = f"topics-{line.replace('.', '')}"
     out = tools.admin("kafka-topics", "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1",
                       "--config", "retention.ms=3600000", "--config", "cleanup.policy=compact", line=line)
@@ -86,7 +87,10 @@ def test_kafka_topics_creates_describes_alters_and_deletes(tools: KafkaTools, ad
 
     out = tools.admin("kafka-topics", "--alter", "--topic", topic, "--partitions", "5", line=line)
     assert partition_count(admin, topic) == 5
+    before = tools_broker.request_versions().get(("DescribeTopicPartitions", 0), 0)
     out = tools.admin("kafka-topics", "--describe", "--topic", topic, line=line)
+    # Kafka's AdminClient (3.7 on) describes topics with DescribeTopicPartitions where the broker has it.
+    assert tools_broker.request_versions().get(("DescribeTopicPartitions", 0), 0) > before
     header = lines_with(out, "PartitionCount")
     if not (len(header) == 1 and "PartitionCount: 5" in header[0] and "ReplicationFactor: 1" in header[0]
             and "cleanup.policy=compact" in header[0] and "retention.ms=3600000" in header[0]):
@@ -166,6 +170,49 @@ def test_kafka_configs_adds_describes_and_deletes_scram_users(tools: KafkaTools,
     assert [i.mechanism for i in described.scram_credential_infos] == [ScramMechanism.SCRAM_SHA_256]
     out = tools.admin("kafka-configs", "--describe", "--entity-type", "users")
     assert "SCRAM-SHA-512" not in out and "SCRAM-SHA-256=iterations=8192" in out, out
+
+
+@pytest.mark.parametrize("line", ["3.9", "4"])
+def test_kafka_configs_sets_describes_and_deletes_client_quotas(tools: KafkaTools, tools_broker: BrokerProcess,
+                                                                line: str) -> None:
+    user, client = f"quota-user-{line.replace('.', '')}", f"quota-app-{line.replace('.', '')}"
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152", line=line)
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type",
+                "clients", "--entity-name", client, "--add-config", "request_percentage=150", line=line)
+    try:
+        # A default quota applies to every client of the module's broker: it is taken away below.
+        tools.admin("kafka-configs", "--alter", "--entity-type", "clients", "--entity-default",
+                    "--add-config", "producer_byte_rate=1073741824", line=line)
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", user, line=line)
+        assert f"Quota configs for user-principal '{user}' are consumer_byte_rate=2097152.0, " \
+               "producer_byte_rate=1048576.0" in out, out
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", user,
+                          "--entity-type", "clients", "--entity-name", client, line=line)
+        assert f"Quota configs for user-principal '{user}', client-id '{client}' are request_percentage=150.0" \
+            in out, out
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "clients", "--entity-default", line=line)
+        assert "Quota configs for the default client-id are producer_byte_rate=1.073741824E9" in out, out
+        # What the tool wrote is what the broker holds, read back with kafka-python's encoder.
+        assert describe_client_quotas(tools_broker.address, [("user", 0, user)]) == {
+            (("user", user),): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+            (("client-id", client), ("user", user)): {"request_percentage": 150.0}}
+
+        tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                    "--delete-config", "consumer_byte_rate", line=line)
+        out = tools.admin("kafka-configs", "--describe", "--entity-type", "users", "--entity-name", user, line=line)
+        assert f"Quota configs for user-principal '{user}' are producer_byte_rate=1048576.0" in out, out
+        refused = tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                              "--add-config", "producer_byte_rate=1.5", line=line, expect_failure=True)
+        assert "InvalidRequestException: Configuration producer_byte_rate must be a Long value" in refused, refused
+    finally:
+        tools.admin("kafka-configs", "--alter", "--entity-type", "clients", "--entity-default",
+                    "--delete-config", "producer_byte_rate", line=line)
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type",
+                "clients", "--entity-name", client, "--delete-config", "request_percentage", line=line)
+    tools.admin("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", user,
+                "--delete-config", "producer_byte_rate", line=line)
+    assert describe_client_quotas(tools_broker.address, []) == {}
 
 
 # ---------------------------------------------------------------- kafka-log-dirs, kafka-reassign-partitions
@@ -405,4 +452,15 @@ def test_kafka_transactions_lists_and_describes(tools: KafkaTools, tools_broker:
     finally:
         consumer.close()
     assert high - low >= 300  # the records and the transaction markers
+
+    # DescribeProducers (KIP-664): the producer of the committed transactions, none left open.
+    out = tools.admin("kafka-transactions", "describe-producers", "--topic", topic, "--partition", "0")
+    header, *producers = (line.split("\t") for line in out.strip().splitlines())
+    shown = [{h.strip(): v.strip() for h, v in zip(header, values, strict=False)} for values in producers]
+    (producer,) = [p for p in shown if p["ProducerId"] == row[2]] or [None]
+    if producer is None or producer["CurrentTransactionStartOffset"] != "None" or int(producer["LastSequence"]) < 0:
+        raise fail_with("kafka-transactions describe-producers", out, f"producer {row[2]} not shown as committed")
+    out = tools.admin("kafka-transactions", "find-hanging", "--broker-id", "1")
+    assert out.split() == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                           "LastTimestamp", "Duration(min)"], out  # the header alone: nothing hangs
 

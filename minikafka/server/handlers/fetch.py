@@ -60,8 +60,10 @@ async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> Fetc
     # KIP-392: a consumer's Fetch v11+ may be served by a follower, and sent to one by the leader.
     client = ClientMetadata(body.rack_id, ctx.listener_name) if request.api_version >= 11 and replica_id < 0 else None
     results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes, client)
+    throttle_ms = 0
     if replica_id < 0:
         BYTES_OUT.inc(sum(r.size for r in results))
+        throttle_ms = ctx.quotas.fetched(ctx.session.principal.name, request, [r.size for r in results])
     responses: list[FetchableTopicResponse] = []
     for topic, name, slots in layout:
         partitions: list[PartitionData] = []
@@ -84,4 +86,4 @@ async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> Fetc
                 "records": result.records if result.records is not None else b"",
             })
         responses.append({"topic": name or "", "topic_id": topic.topic_id, "partitions": partitions})
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": throttle_ms, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}

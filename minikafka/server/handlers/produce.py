@@ -98,6 +98,7 @@ async def handle(request: Request[ProduceRequestView], ctx: BrokerContext) -> Pr
             await append_all()
     if replicating:
         await asyncio.gather(*replicating)
+    throttle_ms = ctx.quotas.produced(ctx.session.principal.name, request)
     if acks == 0:
         return None
     leaders: set[int] = set()
@@ -124,7 +125,7 @@ async def handle(request: Request[ProduceRequestView], ctx: BrokerContext) -> Pr
         responses.append({"name": topic_data.name, "topic_id": topic_data.topic_id,
                           "partition_responses": answers})
     endpoints = [ctx.metadata.broker(b, ctx.listener_name) for b in sorted(leaders)]
-    return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": [
+    return {"responses": responses, "throttle_time_ms": throttle_ms, "node_endpoints": [
         {"node_id": e.broker_id, "host": e.host, "port": e.port, "rack": e.rack} for e in endpoints if e is not None]}
 
 
