@@ -25,7 +25,14 @@ from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.topic_config import dynamic_topic_defaults, log_config_for
-from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
+from minikafka.zk.kafka_zk import (
+    ZOOKEEPER_UNAVAILABLE,
+    BrokerIdTaken,
+    BrokerRegistration,
+    KafkaZk,
+    LogDirState,
+    StaleState,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -98,7 +105,18 @@ class ClusterMembership:
     def _spawn(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         task = asyncio.get_running_loop().create_task(work())
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """Every background task's outcome is looked at: one that failed says so in the log
+        (the work that needs ZooKeeper is started again by its watch once ZooKeeper is back)."""
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("background work of the cluster membership failed (%s: %s)", type(exc).__name__, exc,
+                      exc_info=not isinstance(exc, ZOOKEEPER_UNAVAILABLE))
 
     # ---- the session ------------------------------------------------------------------------
     def _session_state(self, state: str) -> None:
@@ -133,12 +151,18 @@ class ClusterMembership:
             return
         log.info("registered broker %d again in a new ZooKeeper session (broker epoch %d)", self.broker_id,
                  self.broker_epoch)
-        # Topics may have been deleted, or re-created with other configs, while it was cut off.
-        self._topic_configs.clear()
-        await self.zk.config_changes(self._config_changed)
-        if self.on_new_session is not None:
-            await self.on_new_session()
         self.controller.post(self.controller.controller_moved)
+        # Topics may have been deleted, or re-created with other configs, while it was cut off;
+        # configs changed meanwhile were announced to a session that was gone: read them now.
+        self._topic_configs.clear()
+        try:
+            await self._read_config_changes()
+            await self._apply_broker_configs()
+            if self.on_new_session is not None:
+                await self.on_new_session()
+        except ZOOKEEPER_UNAVAILABLE as exc:  # gone again: the next session starts over
+            log.warning("ZooKeeper went away again while re-reading configs after the new session (%s)", exc)
+            return
         await self._find_deleted_topics()
 
     async def _find_deleted_topics(self) -> None:
@@ -216,24 +240,37 @@ class ClusterMembership:
         self._spawn(self._read_config_changes)
 
     async def _read_config_changes(self) -> None:
+        """Apply the config change notifications not yet applied, and watch for more. A change is
+        taken as applied once it is, so one cut short by ZooKeeper's going away is read again
+        when it is back (the watch set by ``config_changes`` fires then)."""
+        try:
+            await self._apply_config_changes()
+        except ZOOKEEPER_UNAVAILABLE as exc:
+            log.warning("could not read config changes from ZooKeeper (%s); reading them when it is back", exc)
+            self.zk.after_reconnect(self._config_changed)
+
+    async def _apply_config_changes(self) -> None:
         changes = await self.zk.config_changes(self._config_changed)
         for name, entity in changes:
             if name in self._seen_config_changes:
                 continue
+            await self._apply_config_change(entity)
             self._seen_config_changes.add(name)
-            kind, _, entity_name = entity.partition("/")
-            if kind == "topics":
-                configs = await self.zk.entity_configs("topics", entity_name) or {}
-                self._topic_configs[entity_name] = configs
-                self.replica_manager.update_config(entity_name, log_config_for(configs, self.config, entity_name))
-                self.replica_manager.replication_throttles.update_topic(entity_name, configs)
-                log.info("configs of topic %s are now %s", entity_name, configs)
-                self.controller.configs_changed(entity_name)
-            elif kind == "brokers":
-                await self._apply_broker_configs()
-                self.controller.configs_changed(None)
-            elif kind == "users" and self.on_user_changed is not None:
-                await self.on_user_changed(entity_name)
+
+    async def _apply_config_change(self, entity: str) -> None:
+        kind, _, entity_name = entity.partition("/")
+        if kind == "topics":
+            configs = await self.zk.entity_configs("topics", entity_name) or {}
+            self._topic_configs[entity_name] = configs
+            self.replica_manager.update_config(entity_name, log_config_for(configs, self.config, entity_name))
+            self.replica_manager.replication_throttles.update_topic(entity_name, configs)
+            log.info("configs of topic %s are now %s", entity_name, configs)
+            self.controller.configs_changed(entity_name)
+        elif kind == "brokers":
+            await self._apply_broker_configs()
+            self.controller.configs_changed(None)
+        elif kind == "users" and self.on_user_changed is not None:
+            await self.on_user_changed(entity_name)
 
     async def _apply_broker_configs(self) -> None:
         own = await self.zk.entity_configs("brokers", str(self.broker_id)) or {}
