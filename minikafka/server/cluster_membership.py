@@ -131,7 +131,7 @@ class ClusterMembership:
             log.error("ZooKeeper session expired: this broker's registration is gone and other brokers take over; "
                       "it stopped leading %d partition(s) it cannot confirm, and registers again when ZooKeeper "
                       "is back", len(resigned))
-            self.controller.post(self.controller.controller_moved)
+            self.controller.post(self.controller.session_expired)
         elif state == "connected":
             if self._session_lost:
                 self._session_lost = False

@@ -401,6 +401,9 @@ def test_network_partitions_lose_nothing_acknowledged_and_heal(partitioned: Part
             _check(cluster, runs, members)
         assert_one_leader_per_epoch(prober, cluster.bootstrap)
         transactions.check()
+        for broker_id, broker in cluster.brokers.items():
+            logged = Path(broker.stderr_path).read_text()
+            assert "was never retrieved" not in logged, f"broker {broker_id} left a task's exception unretrieved"
         print(f"network partitions: {len(done)} faults, slowest heal {slowest:.1f}s (bound {HEAL_BOUND_S:.0f}s); "
               f"{len(prober.acked)} probes, {len(transactions.committed)} committed and "
               f"{len(transactions.aborted)} aborted transactional records")
