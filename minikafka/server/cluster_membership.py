@@ -115,7 +115,7 @@ class ClusterMembership:
             return
         exc = task.exception()
         if exc is not None:
-            log.error("background work of the cluster membership failed (%s: %s)", type(exc).__name__, exc,
+            log.error("background work of the cluster membership failed (%s)", _described(exc),
                       exc_info=not isinstance(exc, ZOOKEEPER_UNAVAILABLE))
 
     # ---- the session ------------------------------------------------------------------------
@@ -145,7 +145,7 @@ class ClusterMembership:
                 self.broker_epoch = await self.zk.register_broker(self.registration)
                 break
             except Exception as exc:  # ZooKeeper flapping: try again shortly
-                log.warning("registering again failed (%s); retrying", exc)
+                log.warning("registering again failed (%s); retrying", _described(exc))
                 await asyncio.sleep(min(0.2 * (attempt + 1), 2.0))
         else:
             return
@@ -161,7 +161,8 @@ class ClusterMembership:
             if self.on_new_session is not None:
                 await self.on_new_session()
         except ZOOKEEPER_UNAVAILABLE as exc:  # gone again: the next session starts over
-            log.warning("ZooKeeper went away again while re-reading configs after the new session (%s)", exc)
+            log.warning("ZooKeeper went away again while re-reading configs after the new session (%s)",
+                        _described(exc))
             return
         await self._find_deleted_topics()
 
@@ -178,7 +179,7 @@ class ClusterMembership:
                 assignment = await self.zk.topic_assignment(topic)
                 existing[topic] = assignment.topic_id if assignment is not None else None
         except Exception as exc:  # ZooKeeper gone again: the next registration looks again
-            log.warning("could not check for topics deleted while this broker was away: %s", exc)
+            log.warning("could not check for topics deleted while this broker was away: %s", _described(exc))
             return
         self.on_deleted_topics(checked, existing)
 
@@ -214,7 +215,7 @@ class ClusterMembership:
                     return
         except Exception as exc:
             log.warning("%s-%d: could not record the ISR %s in ZooKeeper (%s); will try again", topic, index,
-                        list(proposal.isr), exc)
+                        list(proposal.isr), _described(exc))
             self.replica_manager.isr_refused(partition, proposal)
             return
         # Still this leadership's state (same leader and epoch) with another ISR: the controller
@@ -246,7 +247,8 @@ class ClusterMembership:
         try:
             await self._apply_config_changes()
         except ZOOKEEPER_UNAVAILABLE as exc:
-            log.warning("could not read config changes from ZooKeeper (%s); reading them when it is back", exc)
+            log.warning("could not read config changes from ZooKeeper (%s); reading them when it is back",
+                        _described(exc))
             self.zk.after_reconnect(self._config_changed)
 
     async def _apply_config_changes(self) -> None:
@@ -338,3 +340,8 @@ class ClusterMembership:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.zk.close()
+
+
+def _described(exc: BaseException) -> str:
+    """The exception's name and message: kazoo's (ConnectionLoss, SessionExpiredError) have no message."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
