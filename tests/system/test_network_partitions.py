@@ -43,7 +43,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from tests.integration.broker_process import HOST
+from tests.integration.broker_process import HOST, wait_until
 from tests.system.cluster import Cluster, inter_broker_request
 from tests.system.partition_proxy import Proxy
 from tests.system.test_fault_injection import SESSION_S, TOPIC, _check, _load, _wait_healed
@@ -242,21 +242,27 @@ class Prober:
         while not self._stop.is_set():
             partition, key = seq % PARTITIONS, f"probe-{broker_id}-{seq:07d}".encode()
             seq += 1
-            builder = MemoryRecordsBuilder(2, 0, 1 << 20)
-            builder.append(int(time.time() * 1000), key, b"probe")
-            builder.close()
             try:
-                response = inter_broker_request(port, PRODUCE, 8, {
-                    "transactional_id": None, "acks": -1, "timeout_ms": 3000,
-                    "topic_data": [{"name": PROBE_TOPIC, "partition_data": [
-                        {"index": partition, "records": bytes(builder.buffer())}]}]})
+                error, offset = produce_one(port, PROBE_TOPIC, partition, key)
             except (OSError, AssertionError):  # the broker not answering: no acknowledgement
                 time.sleep(0.2)
                 continue
-            answer = response.responses[0].partition_responses[0]
-            if answer.error_code == 0:
-                self.acked.append((broker_id, partition, int(answer.base_offset), key))
+            if error == 0:
+                self.acked.append((broker_id, partition, offset, key))
             time.sleep(0.05)
+
+
+def produce_one(port: int, topic: str, partition: int, key: bytes, timeout_ms: int = 3000) -> tuple[int, int]:
+    """One record written with acks=all straight to the broker at ``port`` (Produce v8, its own
+    connection); (error code, offset)."""
+    builder = MemoryRecordsBuilder(2, 0, 1 << 20)
+    builder.append(int(time.time() * 1000), key, b"probe")
+    builder.close()
+    response = inter_broker_request(port, PRODUCE, 8, {
+        "transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": bytes(builder.buffer())}]}]})
+    answer = response.responses[0].partition_responses[0]
+    return int(answer.error_code), int(answer.base_offset)
 
 
 def assert_one_leader_per_epoch(prober: Prober, bootstrap: str) -> None:
@@ -373,7 +379,33 @@ class Transactions:
         assert self.committed, "no transaction committed at all"
 
 
-# ---- the test -------------------------------------------------------------------------------------
+# ---- the tests ------------------------------------------------------------------------------------
+def test_a_leader_cut_from_zookeeper_acknowledges_nothing_once_deposed(partitioned: Partitioned) -> None:
+    """The leader of a partition (RF 3, min.insync.replicas=1) loses ZooKeeper but not its clients
+    or followers. Once the controller made another broker leader, the old one, which cannot know
+    it (it cannot reach ZooKeeper to learn its session expired), acknowledges no acks=all write:
+    its ISR cannot shrink without ZooKeeper and the others follow the new leader. After the heal
+    it follows, and what the new leader acknowledged is there."""
+    cluster, topic = partitioned.cluster, "deposed"
+    cluster.create_topic(topic, 1, 3, **{"min.insync.replicas": "1"})
+    old = cluster.partitions(topic)[0].leader_id
+    other = next(b for i, b in cluster.brokers.items() if i != old)
+    partitioned.proxy.cut(str(old), "zk")
+    try:
+        new = wait_until(lambda: (lambda leader: leader if leader not in (old, -1) else None)(
+            cluster.partitions(topic, other)[0].leader_id), 30, interval=0.1, what=f"a leader other than {old}")
+        refused = [produce_one(cluster.brokers[old].port, topic, 0, b"to-the-deposed-%d" % i, 1000)[0]
+                   for i in range(3)]
+        assert all(error != 0 for error in refused), f"the deposed leader {old} acknowledged acks=all: {refused}"
+        acked = [produce_one(cluster.brokers[new].port, topic, 0, b"to-the-new-%d" % i) for i in range(3)]
+        assert all(error == 0 for error, _ in acked), acked
+    finally:
+        partitioned.proxy.heal()
+    cluster.wait_for_leaders(topic, 1, isr_size=3, timeout=60)
+    stored = _read_with_epochs(cluster.bootstrap, topic, 1)
+    assert [stored[(0, offset)][0] for _, offset in acked] == [b"to-the-new-%d" % i for i in range(3)]
+
+
 @pytest.mark.timeout(3600)
 def test_network_partitions_lose_nothing_acknowledged_and_heal(partitioned: Partitioned) -> None:
     cluster, rng = partitioned.cluster, partitioned.rng
