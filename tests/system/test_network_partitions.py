@@ -42,6 +42,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.record.memory_records import MemoryRecordsBuilder
+from kazoo.client import KazooClient
 
 from tests.integration.broker_process import HOST, wait_until
 from tests.system.cluster import Cluster, inter_broker_request
@@ -109,10 +110,10 @@ def partitioned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Partitione
         exc.add_note(f"network-partition seed {seed}")
         raise
     finally:
+        if cluster is not None:  # through the proxy still: each broker hands its leaderships over
+            cluster.close()
         if proxy is not None:
             proxy.close()
-        if cluster is not None:
-            cluster.close()
         zookeeper.close()
 
 
@@ -401,7 +402,19 @@ def test_a_leader_cut_from_zookeeper_acknowledges_nothing_once_deposed(partition
         assert all(error == 0 for error, _ in acked), acked
     finally:
         partitioned.proxy.heal()
-    cluster.wait_for_leaders(topic, 1, isr_size=3, timeout=60)
+    # Healed once the old leader has registered again (until it hears from ZooKeeper that its
+    # session expired, its own metadata still shows it leading, as a Kafka broker's would) and
+    # every broker has all three in sync.
+    registered = KazooClient(hosts=cluster.zookeeper.connect + "/minikafka")
+    registered.start(timeout=30)
+    try:
+        wait_until(lambda: len(registered.get_children("/brokers/ids")) == 3, 60, interval=0.1,
+                   what=f"broker {old} registered again")
+    finally:
+        registered.stop()
+        registered.close()
+    wait_until(lambda: all(len(cluster.partitions(topic, b)[0].isr_nodes) == 3 for b in cluster.brokers.values()),
+               60, interval=0.1, what="every broker showing three in sync")
     stored = _read_with_epochs(cluster.bootstrap, topic, 1)
     assert [stored[(0, offset)][0] for _, offset in acked] == [b"to-the-new-%d" % i for i in range(3)]
 
