@@ -860,8 +860,7 @@ class ZkController:
                 await self._finish_reassignment(tp)
         # Deleted once handled, not before: a reassignment's end does not wait for these writes,
         # and a controller that fails before them reads the changes again on taking over.
-        for name, _ in notifications:
-            await self.zk.delete_notification(name, self.state.epoch_zk_version)
+        await self.zk.delete_notifications([name for name, _ in notifications], self.state.epoch_zk_version)
 
     # ---- clean shutdown and preferred leaders ----------------------------------------------
     async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
