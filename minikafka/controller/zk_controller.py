@@ -42,7 +42,14 @@ from minikafka.controller.reassignment import (
     reassign,
 )
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
-from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, StaleState, TopicAssignment
+from minikafka.zk.kafka_zk import (
+    ZOOKEEPER_UNAVAILABLE,
+    BrokerRegistration,
+    KafkaZk,
+    LeaderIsr,
+    StaleState,
+    TopicAssignment,
+)
 from protocol import Message
 from protocol.errors import ErrorCode
 
@@ -188,7 +195,8 @@ class ZkController:
                 raise
             except Exception as exc:  # ZooKeeper gone, a lost race: start over from ZooKeeper
                 log.error("controller event failed (%s: %s); resigning and standing for election again",
-                          type(exc).__name__, exc, exc_info=not isinstance(exc, (OSError, StaleState)))
+                          type(exc).__name__, exc,
+                          exc_info=not isinstance(exc, (OSError, StaleState, *ZOOKEEPER_UNAVAILABLE)))
                 await self._resign()
                 # Give up /controller too, as Kafka's controller does, so that an election runs.
                 with contextlib.suppress(Exception):
@@ -262,6 +270,12 @@ class ZkController:
             self._rebalance_task.cancel()
         await self.channels.close()
         self.channels = ControllerChannels(self.broker_id, self.security)
+
+    async def session_expired(self) -> None:
+        """This broker's ZooKeeper session expired, and /controller with it if it was ours: stop
+        acting as controller, reading nothing (there is no session to read in). The broker stands
+        again once it has registered in a new session (``controller_moved``)."""
+        await self._resign()
 
     async def controller_moved(self) -> None:
         """The /controller znode changed: resign if it is not ours any more, else stand."""
@@ -846,8 +860,7 @@ class ZkController:
                 await self._finish_reassignment(tp)
         # Deleted once handled, not before: a reassignment's end does not wait for these writes,
         # and a controller that fails before them reads the changes again on taking over.
-        for name, _ in notifications:
-            await self.zk.delete_notification(name, self.state.epoch_zk_version)
+        await self.zk.delete_notifications([name for name, _ in notifications], self.state.epoch_zk_version)
 
     # ---- clean shutdown and preferred leaders ----------------------------------------------
     async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:

@@ -278,6 +278,7 @@ class AclChangeListener:
         # root -> {notification read: its creation time (ms)}
         self._seen: dict[str, dict[str, int]] = {ACL_CHANGES: {}, PREFIXED_ACL_CHANGES: {}}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._watches: dict[str, Callable[[], None]] = {}
 
     async def start(self) -> None:
         """Take the notifications already there as read (the full load saw their effect), and watch."""
@@ -290,11 +291,16 @@ class AclChangeListener:
                     self._seen[root][child] = int(got[1].ctime)
 
     def _watch(self, root: str) -> Callable[[], None]:
-        def fired() -> None:
-            task = asyncio.get_running_loop().create_task(self._process(root))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return fired
+        """The one watch of ``root`` (the same callable each time, so that setting it again in a
+        new session does not make ZooKeeper's client hold it twice)."""
+        found = self._watches.get(root)
+        if found is None:
+            def fired() -> None:
+                task = asyncio.get_running_loop().create_task(self._process(root))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            found = self._watches[root] = fired
+        return found
 
     async def _process(self, root: str) -> None:
         try:

@@ -25,7 +25,14 @@ from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.topic_config import dynamic_topic_defaults, log_config_for
-from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
+from minikafka.zk.kafka_zk import (
+    ZOOKEEPER_UNAVAILABLE,
+    BrokerIdTaken,
+    BrokerRegistration,
+    KafkaZk,
+    LogDirState,
+    StaleState,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -100,7 +107,18 @@ class ClusterMembership:
     def _spawn(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         task = asyncio.get_running_loop().create_task(work())
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """Every background task's outcome is looked at: one that failed says so in the log
+        (the work that needs ZooKeeper is started again by its watch once ZooKeeper is back)."""
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("background work of the cluster membership failed (%s)", _described(exc),
+                      exc_info=not isinstance(exc, ZOOKEEPER_UNAVAILABLE))
 
     # ---- the session ------------------------------------------------------------------------
     def _session_state(self, state: str) -> None:
@@ -115,7 +133,7 @@ class ClusterMembership:
             log.error("ZooKeeper session expired: this broker's registration is gone and other brokers take over; "
                       "it stopped leading %d partition(s) it cannot confirm, and registers again when ZooKeeper "
                       "is back", len(resigned))
-            self.controller.post(self.controller.controller_moved)
+            self.controller.post(self.controller.session_expired)
         elif state == "connected":
             if self._session_lost:
                 self._session_lost = False
@@ -129,18 +147,25 @@ class ClusterMembership:
                 self.broker_epoch = await self.zk.register_broker(self.registration)
                 break
             except Exception as exc:  # ZooKeeper flapping: try again shortly
-                log.warning("registering again failed (%s); retrying", exc)
+                log.warning("registering again failed (%s); retrying", _described(exc))
                 await asyncio.sleep(min(0.2 * (attempt + 1), 2.0))
         else:
             return
         log.info("registered broker %d again in a new ZooKeeper session (broker epoch %d)", self.broker_id,
                  self.broker_epoch)
-        # Topics may have been deleted, or re-created with other configs, while it was cut off.
-        self._topic_configs.clear()
-        await self.zk.config_changes(self._config_changed)
-        if self.on_new_session is not None:
-            await self.on_new_session()
         self.controller.post(self.controller.controller_moved)
+        # Topics may have been deleted, or re-created with other configs, while it was cut off;
+        # configs changed meanwhile were announced to a session that was gone: read them now.
+        self._topic_configs.clear()
+        try:
+            await self._read_config_changes()
+            await self._apply_broker_configs()
+            if self.on_new_session is not None:
+                await self.on_new_session()
+        except ZOOKEEPER_UNAVAILABLE as exc:  # gone again: the next session starts over
+            log.warning("ZooKeeper went away again while re-reading configs after the new session (%s)",
+                        _described(exc))
+            return
         await self._find_deleted_topics()
 
     async def _find_deleted_topics(self) -> None:
@@ -156,7 +181,7 @@ class ClusterMembership:
                 assignment = await self.zk.topic_assignment(topic)
                 existing[topic] = assignment.topic_id if assignment is not None else None
         except Exception as exc:  # ZooKeeper gone again: the next registration looks again
-            log.warning("could not check for topics deleted while this broker was away: %s", exc)
+            log.warning("could not check for topics deleted while this broker was away: %s", _described(exc))
             return
         self.on_deleted_topics(checked, existing)
 
@@ -192,7 +217,7 @@ class ClusterMembership:
                     return
         except Exception as exc:
             log.warning("%s-%d: could not record the ISR %s in ZooKeeper (%s); will try again", topic, index,
-                        list(proposal.isr), exc)
+                        list(proposal.isr), _described(exc))
             self.replica_manager.isr_refused(partition, proposal)
             return
         # Still this leadership's state (same leader and epoch) with another ISR: the controller
@@ -218,27 +243,41 @@ class ClusterMembership:
         self._spawn(self._read_config_changes)
 
     async def _read_config_changes(self) -> None:
+        """Apply the config change notifications not yet applied, and watch for more. A change is
+        taken as applied once it is, so one cut short by ZooKeeper's going away is read again
+        when it is back (the watch set by ``config_changes`` fires then)."""
+        try:
+            await self._apply_config_changes()
+        except ZOOKEEPER_UNAVAILABLE as exc:
+            log.warning("could not read config changes from ZooKeeper (%s); reading them when it is back",
+                        _described(exc))
+            self.zk.after_reconnect(self._config_changed)
+
+    async def _apply_config_changes(self) -> None:
         changes = await self.zk.config_changes(self._config_changed)
         for name, entity in changes:
             if name in self._seen_config_changes:
                 continue
+            await self._apply_config_change(entity)
             self._seen_config_changes.add(name)
-            kind, _, entity_name = entity.partition("/")
-            if kind == "topics":
-                configs = await self.zk.entity_configs("topics", entity_name) or {}
-                self._topic_configs[entity_name] = configs
-                self.replica_manager.update_config(entity_name, log_config_for(configs, self.config, entity_name))
-                self.replica_manager.replication_throttles.update_topic(entity_name, configs)
-                log.info("configs of topic %s are now %s", entity_name, configs)
-                self.controller.configs_changed(entity_name)
-            elif kind == "brokers":
-                await self._apply_broker_configs()
-                self.controller.configs_changed(None)
-            else:
-                if kind == "users" and "/" not in entity_name and self.on_user_changed is not None:
-                    await self.on_user_changed(entity_name)
-                if kind in ("users", "clients") and self.on_quota_changed is not None:
-                    await self.on_quota_changed(entity)
+
+    async def _apply_config_change(self, entity: str) -> None:
+        kind, _, entity_name = entity.partition("/")
+        if kind == "topics":
+            configs = await self.zk.entity_configs("topics", entity_name) or {}
+            self._topic_configs[entity_name] = configs
+            self.replica_manager.update_config(entity_name, log_config_for(configs, self.config, entity_name))
+            self.replica_manager.replication_throttles.update_topic(entity_name, configs)
+            log.info("configs of topic %s are now %s", entity_name, configs)
+            self.controller.configs_changed(entity_name)
+        elif kind == "brokers":
+            await self._apply_broker_configs()
+            self.controller.configs_changed(None)
+        else:
+            if kind == "users" and "/" not in entity_name and self.on_user_changed is not None:
+                await self.on_user_changed(entity_name)
+            if kind in ("users", "clients") and self.on_quota_changed is not None:
+                await self.on_quota_changed(entity)
 
     async def _apply_broker_configs(self) -> None:
         own = await self.zk.entity_configs("brokers", str(self.broker_id)) or {}
@@ -306,3 +345,8 @@ class ClusterMembership:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.zk.close()
+
+
+def _described(exc: BaseException) -> str:
+    """The exception's name and message: kazoo's (ConnectionLoss, SessionExpiredError) have no message."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,9 +1,17 @@
-"""Leader-epoch cache of one partition, persisted as ``leader-epoch-checkpoint``."""
+"""Leader-epoch cache of one partition, persisted as ``leader-epoch-checkpoint``.
+
+A new epoch is fsynced before ``assign`` returns: records of that epoch follow, and once the
+recovery point passes them a restart no longer reads their batches to learn it. A truncation's
+rewrite is fsynced later, off the event loop, as Kafka's is (KAFKA-15046): until then a crash
+leaves the older, longer list, and loading the log cuts it back to the log's start and end
+again, so losing the rewrite loses nothing.
+"""
 
 from __future__ import annotations
 
 import os
 
+from minikafka.storage.background_io import INLINE_IO, BackgroundIo
 from minikafka.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     CorruptCheckpointError,
@@ -11,6 +19,7 @@ from minikafka.storage.checkpoints import (
     write_epoch_checkpoint,
 )
 from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.segment import close_fds, sync_and_close_fds
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -24,9 +33,10 @@ class LeaderEpochCache:
     created among many, whose creator fsyncs them all at once) before the call returns.
     """
 
-    def __init__(self, dir_path: str, guard: DirGuard) -> None:
+    def __init__(self, dir_path: str, guard: DirGuard, background: BackgroundIo = INLINE_IO) -> None:
         self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
         self.guard = guard
+        self.background = background
         self.synced = True
         try:
             self.entries: list[tuple[int, int]] = read_epoch_checkpoint(self.path, guard)
@@ -39,6 +49,21 @@ class LeaderEpochCache:
 
     def _persist(self) -> None:
         write_epoch_checkpoint(self.path, self.entries, self.guard, self.synced)
+
+    def _persist_sync_later(self) -> None:
+        """Write the checkpoint now and fsync it (and its dir, for the rename) in the background."""
+        write_epoch_checkpoint(self.path, self.entries, self.guard, sync=False)
+        if not self.synced:  # its creator fsyncs it with the rest
+            return
+        fds: list[int] = []
+        try:
+            with self.guard:  # by fd: the partition's dir may be renamed (moved, deleted) meanwhile
+                fds.append(os.open(self.path, os.O_RDONLY))
+                fds.append(os.open(os.path.dirname(self.path), os.O_RDONLY | os.O_DIRECTORY))
+        except BaseException:
+            close_fds(fds)
+            raise
+        self.background.submit(self.guard, lambda: sync_and_close_fds(fds))
 
     @property
     def latest_epoch(self) -> int | None:
@@ -96,7 +121,7 @@ class LeaderEpochCache:
         kept = [(e, o) for e, o in self.entries if o < end_offset]
         if len(kept) != len(self.entries):
             self.entries = kept
-            self._persist()
+            self._persist_sync_later()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly before ``start_offset``; the one spanning it now starts there."""
@@ -105,4 +130,4 @@ class LeaderEpochCache:
             return
         epoch = before[-1][0]
         self.entries = [(epoch, start_offset)] + [(e, o) for e, o in self.entries if o > start_offset]
-        self._persist()
+        self._persist_sync_later()

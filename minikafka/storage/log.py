@@ -47,6 +47,7 @@ from minikafka.storage.segment import (
     close_fds,
     last_offset_in_file,
     segment_name,
+    sync_and_close_fds,
 )
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from minikafka.storage.writeback import WRITEBACK_BYTES, start_writeback
@@ -214,7 +215,7 @@ class Log:
         # cleaned swap): a clean prepared against an older generation is thrown away.
         self.segments_generation = 0
         self._leo = 0
-        self.leader_epochs = LeaderEpochCache(dir_path, guard)
+        self.leader_epochs = LeaderEpochCache(dir_path, guard, background)
         self.producer_state = ProducerStateManager(dir_path, guard)
         self._pending_deletes: list[tuple[int, Segment]] = []
         # Transactions a marker ended above the high watermark: not stable yet.
@@ -663,7 +664,16 @@ class Log:
             raise
         self.segments.append(segment)
         self._bases.append(base)
-        self.producer_state.take_snapshot(base)
+        try:
+            # Synced with the segments (the dir's fd above covers its rename): the recovery point
+            # reaches ``base`` only once the snapshot there is durable. A crash before that finds
+            # it torn or missing at worst, and recovery starts from an older one.
+            snapshot = self.producer_state.take_snapshot(base, sync=False)
+            with self.guard:
+                fds.append(os.open(snapshot, os.O_RDONLY))
+        except BaseException:
+            close_fds(fds)
+            raise
         self._sync_in_background(fds, self._leo)
         return segment
 
@@ -673,18 +683,11 @@ class Log:
         replaced what was synced)."""
         generation = self.segments_generation
 
-        def sync() -> None:
-            try:
-                for fd in fds:
-                    os.fsync(fd)
-            finally:
-                close_fds(fds)
-
         def synced() -> None:
             if not self.closed and self.segments_generation == generation and recovered_to <= self._leo:
                 self.recovery_point = max(self.recovery_point, recovered_to)
 
-        self.background.submit(self.guard, sync, synced)
+        self.background.submit(self.guard, lambda: sync_and_close_fds(fds), synced)
 
     # ---- reads -------------------------------------------------------------------------
 

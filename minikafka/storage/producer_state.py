@@ -255,9 +255,13 @@ class ProducerStateManager:
                 )
         return producers
 
-    def take_snapshot(self, offset: int) -> None:
-        """Write the current state as ``<offset>.snapshot`` (state must cover offsets < offset)."""
-        write_atomically(os.path.join(self.dir_path, snapshot_file_name(offset)), self.encode(), self.guard)
+    def take_snapshot(self, offset: int, sync: bool = True) -> str:
+        """Write the current state as ``<offset>.snapshot`` (state must cover offsets < offset);
+        its path. Without ``sync`` the caller fsyncs the file and its dir later, off the event
+        loop, as Kafka flushes the snapshot of a roll in the background (KAFKA-15046)."""
+        path = os.path.join(self.dir_path, snapshot_file_name(offset))
+        write_atomically(path, self.encode(), self.guard, sync)
+        return path
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Load the newest readable snapshot at or below ``max_offset``; returns its offset.

@@ -58,6 +58,15 @@ def close_fds(fds: list[int]) -> None:
             os.close(fd)
 
 
+def sync_and_close_fds(fds: list[int]) -> None:
+    """fsync every fd, then close them all (closed also when an fsync fails); for a thread."""
+    try:
+        for fd in fds:
+            os.fsync(fd)
+    finally:
+        close_fds(fds)
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 

@@ -5,6 +5,12 @@ asynchronous API and resumes on the asyncio loop, and every watch and session-st
 is handed to the loop (``call_soon_threadsafe``), so the event loop never blocks on ZooKeeper
 and nothing outside kazoo runs on kazoo's thread.
 
+A watch is kazoo's for as long as the connection lasts: when the connection drops (and when the
+session expires) kazoo forgets every watch and calls it with a session event. ``KafkaZk`` calls
+such a watch only once ZooKeeper is connected again (in the same session or a new one), and so
+too a watch whose read failed for want of ZooKeeper: its owner reads again and sets it again then,
+rather than read into a connection that is gone and die of a SessionExpiredError.
+
 The znodes and their JSON are Kafka's (so Kafka's own tools can read the cluster):
 /cluster/id, /brokers/ids/N, /brokers/topics/T[/partitions/P/state], /controller,
 /controller_epoch, /config/{topics,brokers,changes}, /admin/delete_topics, /isr_change_notification,
@@ -35,7 +41,7 @@ from kazoo.exceptions import (
     RolledBackError,
     SessionExpiredError,
 )
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import EventType, ZnodeStat
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +308,9 @@ class KafkaZk:
                                   connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 1.0})
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state_listeners: list[Callable[[str], None]] = []
+        # Watches kazoo forgot (the connection dropped) or never set (their read failed for want of
+        # ZooKeeper), called once it is connected again. Insertion-ordered, each once.
+        self._after_reconnect: dict[Watch, None] = {}
 
     # -- session ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -350,6 +359,31 @@ class KafkaZk:
         assert self._loop is not None
         for listener in self._state_listeners:
             self._loop.call_soon_threadsafe(listener, name)
+        if name == "connected":
+            self._loop.call_soon_threadsafe(self._reconnected)
+
+    def after_reconnect(self, watch: Watch) -> None:
+        """Call ``watch`` (on the loop) once ZooKeeper is connected again; at once if it is
+        connected now (then a little later, so that a read that keeps failing does not spin)."""
+        if self.client.connected:
+            assert self._loop is not None
+            self._loop.call_later(0.2, watch)
+        else:
+            self._after_reconnect[watch] = None
+
+    def _reconnected(self) -> None:
+        if not self.client.connected:  # dropped again meanwhile: the next "connected" calls them
+            return
+        pending, self._after_reconnect = list(self._after_reconnect), {}
+        for watch in pending:
+            watch()
+
+    def _session_event(self, watch: Watch) -> None:
+        """kazoo forgot ``watch`` (connection lost or session expired): call it when connected."""
+        if self.client.connected:  # reconnected before this event reached the loop
+            watch()
+        else:
+            self._after_reconnect[watch] = None
 
     @property
     def connected(self) -> bool:
@@ -379,30 +413,37 @@ class KafkaZk:
         async_result.rawlink(done)
         return await future
 
-    def _on_loop(self, watch: Watch | None) -> Callable[[Any], None] | None:
+    def _on_loop(self, watch: Watch | None) -> _LoopWatch | None:
         if watch is None:
             return None
-        loop = self._loop
-        assert loop is not None
+        assert self._loop is not None
+        return _LoopWatch(watch, self._loop, self._session_event)
 
-        def fired(_event: Any) -> None:
-            loop.call_soon_threadsafe(watch)
-        return fired
+    async def _watched(self, async_result: Any, watch: Watch | None) -> Any:
+        """A read that sets ``watch``: if it fails for want of ZooKeeper the watch is not set,
+        so it is called once ZooKeeper is back, for its owner to read (and watch) again."""
+        try:
+            return await self._call(async_result)
+        except ZOOKEEPER_UNAVAILABLE:
+            if watch is not None:
+                self.after_reconnect(watch)
+            raise
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
         try:
-            return await self._call(self.client.get_async(path, watch=self._on_loop(watch)))
+            return await self._watched(self.client.get_async(path, watch=self._on_loop(watch)), watch)
         except NoNodeError:
             if watch is not None:
                 await self.exists(path, watch)
             return None
 
     async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
-        return await self._call(self.client.exists_async(path, watch=self._on_loop(watch)))
+        return await self._watched(self.client.exists_async(path, watch=self._on_loop(watch)), watch)
 
     async def children(self, path: str, watch: Watch | None = None) -> list[str]:
         try:
-            return sorted(await self._call(self.client.get_children_async(path, watch=self._on_loop(watch))))
+            return sorted(await self._watched(
+                self.client.get_children_async(path, watch=self._on_loop(watch)), watch))
         except NoNodeError:
             return []
 
@@ -777,6 +818,28 @@ class KafkaZk:
         already gone is no error."""
         await self.delete(path, controller_epoch_version=controller_epoch_version)
 
+    async def delete_notifications(self, paths: Sequence[str], controller_epoch_version: int) -> None:
+        """Delete the notifications the controller handled, fenced as ``delete_notification`` is,
+        in one transaction: one ZooKeeper commit (one fsync of its log) for a wave of ISR changes
+        rather than one each, which under a loaded disk held the controller's next event for
+        seconds. If one is gone already the transaction fails whole: then one at a time."""
+        if not paths:
+            return
+        transaction = self.client.transaction()
+        transaction.check("/controller_epoch", controller_epoch_version)
+        for path in paths:
+            transaction.delete(path)
+        epoch_check, *deletions = await self._call(transaction.commit_async())
+        if isinstance(epoch_check, (BadVersionError, NoNodeError)):
+            raise StaleState("the controller epoch moved on")
+        if any(isinstance(result, NoNodeError) for result in deletions):
+            for path in paths:
+                await self.delete_notification(path, controller_epoch_version)
+            return
+        for result in deletions:
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise result
+
     # -- configs ---------------------------------------------------------------------------------
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str] | None:
         """/config/{topics,brokers,users,clients}/name's configs; None if there is no such znode."""
@@ -831,6 +894,30 @@ class KafkaZk:
                 return range(start, end + 1)
             except (StaleState, NodeExistsError):
                 continue
+
+
+class _LoopWatch:
+    """A watch as kazoo holds it: a znode event calls ``watch`` on the loop, a session event
+    (kazoo forgot the watch) hands it to ``on_session_event``. Equal for the same ``watch``, so
+    that a watch set again before kazoo fired it is held once, not once per setting."""
+
+    __slots__ = ("watch", "loop", "on_session_event")
+
+    def __init__(self, watch: Watch, loop: asyncio.AbstractEventLoop,
+                 on_session_event: Callable[[Watch], None]) -> None:
+        self.watch, self.loop, self.on_session_event = watch, loop, on_session_event
+
+    def __call__(self, event: Any) -> None:
+        if event.type == EventType.NONE:
+            self.loop.call_soon_threadsafe(self.on_session_event, self.watch)
+        else:
+            self.loop.call_soon_threadsafe(self.watch)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _LoopWatch) and other.watch == self.watch
+
+    def __hash__(self) -> int:
+        return hash(self.watch)
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -106,6 +107,7 @@ class Compose:
     def __init__(self, engine: DockerEngine, file: Path, variables: dict[str, str]) -> None:
         self.engine = engine
         self.file = file
+        self.logs_dir = file.parent / "container-logs"  # beside the test's other files, in its tmp dir
         self.env = {**engine.env, **variables}
         binary = shutil.which("docker-compose")
         self.command = [binary] if binary else ["docker", "compose"]
@@ -117,11 +119,22 @@ class Compose:
         return result.stdout + result.stderr
 
     def down(self) -> None:
-        """Everything down, volumes too; nothing of the project may be left on the engine. The
-        containers' last log lines are printed first: pytest shows them if the test failed."""
+        """Everything down, volumes too; nothing of the project may be left on the engine. Called
+        from a test's ``finally``. Every service's whole log is kept first, one file per service in
+        ``logs_dir`` (a container that never turned healthy says why there), and when the test
+        is failing its failure names that dir; the last lines are printed too, for pytest to show."""
+        failing = sys.exc_info()[1]
         with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
+            self.keep_logs()
             print(self("logs", "--no-color", "--tail", "200", timeout=60))
+        if failing is not None:
+            failing.add_note(f"every service's docker logs are kept in {self.logs_dir}")
         self("down", "-v", "--remove-orphans")
+
+    def keep_logs(self) -> None:
+        self.logs_dir.mkdir(exist_ok=True)
+        for service in self("config", "--services", timeout=60).split():
+            (self.logs_dir / f"{service}.log").write_text(self("logs", "--no-color", service, timeout=120))
         assert self.engine.run("ps", "-aq").stdout.strip() == "", "containers left behind"
         assert self.engine.run("volume", "ls", "-q").stdout.strip() == "", "volumes left behind"
 

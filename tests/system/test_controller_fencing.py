@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Awaitable
 
 import pytest
 
@@ -17,6 +18,7 @@ from minikafka.zk.kafka_zk import (
     LeaderIsr,
     StaleState,
     TopicAssignment,
+    isr_change_notification,
     topic_path,
 )
 from tests.system.zookeeper import ZooKeeperProcess
@@ -79,3 +81,55 @@ async def test_a_former_controller_deletes_no_topic_znode_and_no_request(zookeep
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_wave_of_isr_change_notifications_is_deleted_in_one_commit_and_fenced(
+        zookeeper: ZooKeeperProcess) -> None:
+    """The notifications of many ISR changes go in one ZooKeeper transaction (each commit waits
+    on ZooKeeper's fsync, so one per notification held the controller's next event for seconds
+    under a loaded disk); a former controller deletes none; one already gone is no error."""
+    connect = zookeeper.connect + "/minikafka"
+    first, second = KafkaZk(connect, 6000, 10000), KafkaZk(connect, 6000, 10000)
+    await first.start()
+    await second.start()
+
+    async def notify(count: int) -> list[str]:
+        return [str(await first.create("/isr_change_notification/isr_change_",
+                                       isr_change_notification([("t", i)]), sequence=True)) for i in range(count)]
+
+    async def commits_during(work: Awaitable[None]) -> int:
+        """ZooKeeper transactions committed by ``work`` (zxids of marker znodes either side)."""
+        start = await _zxid(second)
+        await work
+        return await _zxid(second) - start - 1
+
+    try:
+        old = await first.try_become_controller(1)
+        assert old is not None
+        wave = await notify(20)
+        assert await commits_during(first.delete_notifications(wave, old[1])) == 1
+        assert await first.isr_change_notifications() == []
+
+        wave = await notify(3)
+        await first.delete_notification(wave[1], old[1])  # gone already: the rest still go
+        await first.delete_notifications(wave, old[1])
+        assert await first.isr_change_notifications() == []
+
+        wave = await notify(3)
+        await first.resign_controller(1)
+        new = await second.try_become_controller(2)
+        assert new is not None
+        with pytest.raises(StaleState):
+            await first.delete_notifications(wave, old[1])
+        assert [path for path, _ in await second.isr_change_notifications()] == wave
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def _zxid(zk: KafkaZk) -> int:
+    """The zxid of a new marker znode's creation: the latest committed transaction's."""
+    path = await zk.create("/zxid-marker-", b"", sequence=True, ephemeral=True)
+    stat = await zk.exists(str(path))
+    assert stat is not None
+    return int(stat.czxid)

@@ -21,6 +21,9 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -220,3 +223,72 @@ def test_a_controller_request_from_a_principal_that_is_no_broker_is_refused(secu
     # A broker's principal gets past authorization (and then fails the broker epoch check).
     assert asyncio.run(update_metadata("admin", "admin-secret")) == 77  # STALE_BROKER_EPOCH
     assert Path(secure.cluster.brokers[2].stderr_path).read_text().count("may not act as a broker") >= 1
+
+
+def test_a_topic_config_an_acl_and_a_user_changed_across_a_session_expiry_take_effect(secure: SecureCluster) -> None:
+    """A broker's ZooKeeper session expires for real (the broker is stopped past its session
+    timeout); a topic config, an ACL and a SCRAM user are changed while it is away, and again
+    once it is back. Each takes effect on that broker, and no task of its dies unheard of."""
+    cluster = secure.cluster
+    victim = next(b for b in (3, 2, 1) if b != cluster.controller_id())
+    topic = "across-expiry"
+    _wait(secure.admin().create_topics([NewTopic(topic, 3, 1)]))  # one partition on each broker
+    cluster.wait_for_leaders(topic, 3)
+    (led,) = [index for index, p in cluster.partitions(topic).items() if p.leader_id == victim]
+    zk = KazooClient(hosts=cluster.zookeeper.connect + CHROOT)
+    zk.start(timeout=10)
+    registration = f"/brokers/ids/{victim}"
+    bob = {"bootstrap.servers": secure.internal(victim), "acks": "all", "retries": 0, "message.timeout.ms": 3000,
+           **secure.sasl("bob", "bob-secret")}
+
+    def produced(size: int) -> str | None:
+        """The error of one record of ``size`` bytes that bob writes through the victim (None: written)."""
+        outcome: list[object] = []
+        producer = confluent_kafka.Producer(bob)
+        producer.produce(topic, b"x" * size, partition=led, on_delivery=lambda err, _msg: outcome.append(err))
+        producer.flush(10)
+        return "no answer" if not outcome else None if outcome[0] is None else str(outcome[0])
+
+    def set_max_message_bytes(value: int) -> None:
+        _wait(secure.admin().incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("max.message.bytes", str(value), incremental_operation=AlterConfigOpType.SET)])]))
+
+    try:
+        cluster.pause(victim)
+        try:
+            wait_until(lambda: zk.exists(registration) is None, 30, interval=0.1,
+                       what=f"broker {victim}'s session expired")
+            set_max_message_bytes(1000)
+            _wait(secure.admin().alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bob-secret")]))
+            _wait(secure.admin().create_acls([AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+                                                         "User:bob", "*", AclOperation.WRITE,
+                                                         AclPermissionType.ALLOW)]))
+        finally:
+            cluster.resume(victim)
+        wait_until(lambda: zk.exists(registration) is not None, 30, interval=0.1,
+                   what=f"broker {victim} registered again")
+        # What changed while it was away: bob logs in and writes (his credentials and his ACL),
+        # User:ANONYMOUS no longer sees the topic (an ACL names it now), and the topic takes no
+        # record over 1000 bytes.
+        wait_until(lambda: produced(100) is None, 15, interval=0.1, what=f"bob writing through broker {victim}")
+
+        def hidden() -> bool:
+            with KafkaWire(cluster.brokers[victim].address) as wire:
+                return topic not in [t.name for t in wire.metadata(None).topics]
+        wait_until(hidden, 15, interval=0.1, what=f"the topic hidden from ANONYMOUS on broker {victim}")
+        refused = wait_until(lambda: produced(5000), 15, interval=0.1,
+                             what=f"max.message.bytes=1000 in force on broker {victim}")
+        assert "MSG_SIZE_TOO_LARGE" in refused, refused
+        # And what changes after it is back.
+        set_max_message_bytes(100_000)
+        wait_until(lambda: produced(5000) is None, 15, interval=0.1,
+                   what=f"max.message.bytes=100000 in force on broker {victim}")
+    finally:
+        zk.stop()
+        zk.close()
+    logged = Path(cluster.brokers[victim].stderr_path).read_text()
+    assert "ZooKeeper session expired" in logged
+    assert "was never retrieved" not in logged, logged[-6000:]
+    # Nothing read in the session that was gone: a controller event failing on it read as a fault.
+    assert "controller event failed" not in logged, logged[-6000:]

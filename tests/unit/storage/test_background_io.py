@@ -177,3 +177,47 @@ async def test_a_deleted_partition_is_removed_off_the_event_loop(tmp_path, backg
     await background.drain()
     assert not os.path.exists(os.path.join(dirs[0], retired))
     manager.shutdown()
+
+
+class RecordedFsyncs:
+    """The real os.fsync, noting for each call the file's path and whether the event loop's
+    thread (the main one) made it."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, bool]] = []
+        real = os.fsync
+
+        def fsync(fd: int) -> None:
+            self.calls.append((os.readlink(f"/proc/self/fd/{fd}"), threading.current_thread() is threading.main_thread()))
+            return real(fd)
+        monkeypatch.setattr(os, "fsync", fsync)
+
+    def of(self, suffix: str) -> list[bool]:
+        """For each fsync of a file whose name ends with ``suffix`` (or of its temporary copy,
+        written to be renamed to it): made on the event loop?"""
+        return [on_loop for path, on_loop in self.calls if path.removesuffix(".tmp").endswith(suffix)]
+
+
+async def test_a_roll_fsyncs_the_producer_snapshot_off_the_event_loop(log_dir, background, monkeypatch):
+    log = full_log(log_dir, LogDirFailureChannel(), background)
+    fsyncs = RecordedFsyncs(monkeypatch)
+    log.append_as_leader(make_batch(20, value_size=50), 0, 0)  # rolls, writing a producer snapshot
+    await background.drain()
+    snapshot = f"{log.segments[-1].base_offset:020d}.snapshot"
+    assert os.path.exists(os.path.join(log.dir_path, snapshot))
+    assert fsyncs.of(snapshot) == [False], "the snapshot is fsynced once, off the event loop"
+    log.close()
+
+
+async def test_a_truncation_fsyncs_the_leader_epoch_checkpoint_off_the_event_loop(log_dir, background,
+                                                                                 monkeypatch):
+    log = Log.create(log_dir, "t", 0, TOPIC_ID, LogConfig(), DirGuard(log_dir, LogDirFailureChannel()), background)
+    log.append_as_leader(make_batch(5), 0, 0)
+    fsyncs = RecordedFsyncs(monkeypatch)
+    log.append_as_leader(make_batch(5), 1, 0)  # a new epoch: fsynced before the records that follow it
+    assert fsyncs.of("leader-epoch-checkpoint") == [True]
+    log.truncate_to(5)  # epoch 1 goes: its rewrite is fsynced in the background
+    await background.drain()
+    assert fsyncs.of("leader-epoch-checkpoint") == [True, False]
+    assert log.leader_epochs.entries == [(0, 0)]
+    log.close()
