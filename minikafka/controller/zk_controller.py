@@ -861,36 +861,47 @@ class ZkController:
         if not self.active or registration is None or registration.epoch != broker_epoch:
             return None
         state.shutting_down.add(broker)
-        changed: dict[TopicPartition, PartitionRecord] = {}
-        moved = 0
-        for tp in state.partitions_of(broker):
-            record = state.partitions[tp]
-            if len(state.replicas(tp)) < 2:
-                continue
-            if record.state.leader == broker:
-                chosen = elections.controlled_shutdown(state.replicas(tp), record.state.isr, state.eligible(tp),
-                                                       {broker})
-                if chosen is None:
-                    continue
-                new_state = replace(record.state, leader=chosen.leader, isr=chosen.isr,
-                                    leader_epoch=record.state.leader_epoch + 1)
-                moved += 1
-            elif broker in record.state.isr:
-                new_state = replace(record.state, isr=elections.without_replica(record.state.isr, broker),
-                                    leader_epoch=record.state.leader_epoch + 1)
-            else:
-                continue
-            updated = await self._write(tp, new_state)
-            if updated is not None:
-                changed[tp] = updated
+        led = {tp for tp in state.partitions_of(broker) if state.partitions[tp].state.leader == broker}
+        # Every partition's new state in one ZooKeeper transaction (a write per partition, one
+        # after another, took half a second for a few partitions on a busy machine, while the
+        # leaving broker waited); then one LeaderAndIsr and one UpdateMetadata per broker.
+        wanted = {tp: new_state for tp in state.partitions_of(broker)
+                  if (new_state := self._without_leaving(tp, broker)) is not None}
+        changed = await self._write_many(wanted)
+        # A partition whose leader changed its ISR meanwhile: decided again on what won.
+        for tp in sorted(set(wanted) - set(changed)):
+            if tp in state.partitions and (new_state := self._without_leaving(tp, broker)) is not None:
+                updated = await self._write(tp, new_state)
+                if updated is not None:
+                    changed[tp] = updated
         self._tell_replicas(changed)
         # The leaving broker stops following too, so it does not fetch its way back into an ISR.
         self._send_stop_replica(broker, [tp for tp in state.partitions_of(broker)
                                          if state.partitions[tp].state.leader != broker], delete=False)
+        moved = sum(1 for tp in led if state.partitions[tp].state.leader != broker)
         remaining = sorted(tp for tp in state.partitions_of(broker) if state.partitions[tp].state.leader == broker)
         log.info("broker %d is shutting down: moved %d leadership(s); it still leads %d partition(s)", broker,
                  moved, len(remaining))
         return remaining
+
+    def _without_leaving(self, tp: TopicPartition, broker: int) -> LeaderIsr | None:
+        """``tp``'s state once ``broker`` (shutting down) leads it no more and has left its ISR, in
+        a new leader epoch; None when nothing changes (not replicated, no other in-sync replica
+        to lead, or the broker out of its ISR already)."""
+        state = self.state
+        record = state.partitions[tp]
+        if len(state.replicas(tp)) < 2:
+            return None
+        if record.state.leader == broker:
+            chosen = elections.controlled_shutdown(state.replicas(tp), record.state.isr, state.eligible(tp), {broker})
+            if chosen is None:
+                return None
+            return replace(record.state, leader=chosen.leader, isr=chosen.isr,
+                           leader_epoch=record.state.leader_epoch + 1)
+        if broker in record.state.isr:
+            return replace(record.state, isr=elections.without_replica(record.state.isr, broker),
+                           leader_epoch=record.state.leader_epoch + 1)
+        return None
 
     async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
         """Preferred-leader election (ElectLeaders); per partition NONE or why not."""
@@ -1137,6 +1148,28 @@ class ZkController:
             state.topics[tp[0]] = topic
         updated = state.partitions[tp] = PartitionRecord(new_state, version)
         return updated
+
+    async def _write_many(self, new_states: Mapping[TopicPartition, LeaderIsr]) -> dict[TopicPartition, PartitionRecord]:
+        """Record many partitions' new states in as few ZooKeeper transactions as can hold them,
+        each conditional on the version read; the records written. A transaction that lost a race
+        (a leader changed an ISR meanwhile) writes none of its states: the fresh ones are read and
+        kept, and the caller decides those partitions again."""
+        state = self.state
+        if not new_states:
+            return {}
+        stamped = {tp: replace(new_state, controller_epoch=state.epoch) for tp, new_state in new_states.items()}
+        versions, lost = await self.zk.update_partition_states(
+            {tp: (new_state, state.partitions[tp].zk_version) for tp, new_state in stamped.items()},
+            state.epoch_zk_version)
+        written = {tp: PartitionRecord(stamped[tp], version) for tp, version in versions.items()}
+        state.partitions.update(written)
+        if lost:
+            fresh = await asyncio.gather(*(self.zk.partition_state(*tp) for tp in lost))
+            for tp, found in zip(lost, fresh, strict=True):
+                if found is not None:
+                    state.partitions[tp] = PartitionRecord(*found)
+            log.info("%s changed while the controller decided; deciding again", _names(lost))
+        return written
 
     async def _elect_again(self, tp: TopicPartition) -> None:
         """After a lost race: elect only if the fresh state still has no leader that can serve."""

@@ -449,9 +449,13 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.broker_id)
-        if self.membership is not None:
-            await self.membership.controlled_shutdown()
-            await self._hand_over_leaderships()
+        if self.membership is not None and self.fetchers is not None:
+            self.fetchers.leave()
+            if await self.membership.controlled_shutdown():
+                # Out of every ISR now: a fetch would only put this broker back into one, where
+                # acks=all would wait for it once it is gone (replica.lag.time.max.ms).
+                await self.fetchers.shutdown()
+                await self._hand_over_leaderships()
         for task in self._background:
             task.cancel()
         for sock in self._server_sockets.values():
