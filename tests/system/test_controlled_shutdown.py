@@ -11,17 +11,14 @@ stopping broker leaves that ISR too: left in it, acks=all there waits for a brok
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 
 import pytest
 
-from minikafka.config import BrokerConfig
 from minikafka.controller.zk_controller import ZkController
-from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, TopicAssignment, state_path
-from tests.integration.broker_process import free_port
-from tests.system.in_process import hold_events, until
+from minikafka.zk.kafka_zk import KafkaZk, state_path
+from tests.system.in_process import controller_of, hold_events, until
 from tests.system.zookeeper import ZooKeeperProcess
 
 LEAVING = 1
@@ -52,25 +49,9 @@ def shared_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
 
 @pytest.fixture
 async def harness(shared_zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
-    connect = f"{shared_zookeeper.connect}/{request.node.name}"
-    controller_session, brokers_session = KafkaZk(connect, 6000, 10000), KafkaZk(connect, 6000, 10000)
-    await controller_session.start()
-    await brokers_session.start()
-    controller = ZkController(BrokerConfig({"broker.id": "9", "zookeeper.connect": connect}), controller_session,
-                              "PLAINTEXT")
-    try:
-        for broker in (1, 2, 3):
-            await brokers_session.register_broker(BrokerRegistration(
-                broker, {"PLAINTEXT": ("127.0.0.1", free_port(), "PLAINTEXT")}))
-        await brokers_session.create_topic("t", TopicAssignment(uuid.uuid4(), ASSIGNMENT), {})
-        controller.start()
-        await until(lambda: controller.active and len(controller.state.partitions) == len(ASSIGNMENT),
-                    "the controller leading and the partitions created")
+    async with controller_of(f"{shared_zookeeper.connect}/{request.node.name}", (1, 2, 3),
+                             {"t": ASSIGNMENT}) as (controller, brokers_session):
         yield Harness(controller, brokers_session)
-    finally:
-        await controller.stop()
-        await brokers_session.close()
-        await controller_session.close()
 
 
 async def test_a_controlled_shutdown_writes_every_partition_state_in_one_transaction(harness: Harness) -> None:
