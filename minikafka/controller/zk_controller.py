@@ -57,6 +57,8 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 # An unclean election waiting for a replica's answer tries again this often, this many times.
 UNCLEAN_RETRY_S, UNCLEAN_ATTEMPTS = 2.0, 15
+# How long a stopping controller waits for its last requests to reach the brokers.
+CHANNEL_DRAIN_S = 2.0
 # AlterPartition's answer for one partition: an error, or the partition's state as recorded.
 AlterPartitionResult = tuple[ErrorCode, "PartitionRecord | None"]
 _CHANGED_MEANWHILE: tuple[ErrorCode, str | None] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
@@ -171,6 +173,15 @@ class ZkController:
         self._events.put_nowait(event)
 
     async def stop(self) -> None:
+        if self.active:
+            # What this controller decided last (the handover of its own broker's leaderships, when
+            # it stops cleanly) reaches the other brokers before its channels close: a new leader
+            # whose metadata still named this broker sent producers back here, until the next
+            # controller, elected once this one's ZooKeeper session closes, told it otherwise.
+            late = await self.channels.drain(CHANNEL_DRAIN_S, skip=self.state.shutting_down)
+            if late:
+                log.warning("stopping with requests to brokers %s undelivered after %.0f s; the next controller "
+                            "sends them what they miss", late, CHANNEL_DRAIN_S)
         for task in (self._task, self._rebalance_task):
             if task is not None:
                 task.cancel()
