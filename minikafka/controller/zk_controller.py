@@ -875,16 +875,8 @@ class ZkController:
         led = {tp for tp in state.partitions_of(broker) if state.partitions[tp].state.leader == broker}
         # Every partition's new state in one ZooKeeper transaction (a write per partition, one
         # after another, took half a second for a few partitions on a busy machine, while the
-        # leaving broker waited); then one LeaderAndIsr and one UpdateMetadata per broker.
-        wanted = {tp: new_state for tp in state.partitions_of(broker)
-                  if (new_state := self._without_leaving(tp, broker)) is not None}
-        changed = await self._write_many(wanted)
-        # A partition whose leader changed its ISR meanwhile: decided again on what won.
-        for tp in sorted(set(wanted) - set(changed)):
-            if tp in state.partitions and (new_state := self._without_leaving(tp, broker)) is not None:
-                updated = await self._write(tp, new_state)
-                if updated is not None:
-                    changed[tp] = updated
+        # leaving broker waited).
+        changed = await self._decide_and_write(state.partitions_of(broker), lambda tp: self._without_leaving(tp, broker))
         self._tell_replicas(changed)
         # The leaving broker stops following too, so it does not fetch its way back into an ISR.
         self._send_stop_replica(broker, [tp for tp in state.partitions_of(broker)
@@ -924,28 +916,30 @@ class ZkController:
         if not self.active:
             return dict.fromkeys(wanted, (ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller"))
         results: dict[TopicPartition, Outcome] = {}
-        changed: dict[TopicPartition, PartitionRecord] = {}
-        for tp in wanted:
+
+        def preferred(tp: TopicPartition) -> LeaderIsr | None:
+            """The partition's state led by its preferred replica, or None with the reason in ``results``."""
             record = state.partitions.get(tp)
             if record is None or tp[0] in state.deleting:
                 results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
-                continue
+                return None
             replicas = state.replicas(tp)
             if record.state.leader == replicas[0]:
                 results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "already led by its preferred replica")
-                continue
+                return None
             chosen = elections.preferred_replica(replicas, record.state.isr, state.eligible(tp))
             if chosen is None:
                 results[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                                f"preferred replica {replicas[0]} is not alive and in sync")
-                continue
-            updated = await self._write(tp, replace(record.state, leader=chosen.leader,
-                                                    leader_epoch=record.state.leader_epoch + 1))
-            if updated is None:
-                results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
-                continue
-            changed[tp] = updated
-            results[tp] = (ErrorCode.NONE, None)
+                return None
+            results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
+            return replace(record.state, leader=chosen.leader, leader_epoch=record.state.leader_epoch + 1)
+
+        # One ZooKeeper transaction for them all: the periodic rebalance gives a restarted broker
+        # back every partition it prefers at once, and each leader it moves stalls its producers
+        # until the move is told.
+        changed = await self._decide_and_write(wanted, preferred)
+        results.update(dict.fromkeys(changed, (ErrorCode.NONE, None)))
         if changed:
             log.info("preferred leaders restored for %s", ", ".join(f"{t}-{p}" for t, p in sorted(changed)))
         self._tell_replicas(changed)
@@ -1160,15 +1154,20 @@ class ZkController:
         updated = state.partitions[tp] = PartitionRecord(new_state, version)
         return updated
 
-    async def _write_many(self, new_states: Mapping[TopicPartition, LeaderIsr]) -> dict[TopicPartition, PartitionRecord]:
-        """Record many partitions' new states in as few ZooKeeper transactions as can hold them,
-        each conditional on the version read; the records written. A transaction that lost a race
-        (a leader changed an ISR meanwhile) writes none of its states: the fresh ones are read and
-        kept, and the caller decides those partitions again."""
+    async def _decide_and_write(self, partitions: Iterable[TopicPartition],
+                                decide: Callable[[TopicPartition], LeaderIsr | None]
+                                ) -> dict[TopicPartition, PartitionRecord]:
+        """Each partition's new state (``decide``: None when it keeps its state), written in as few
+        ZooKeeper transactions as can hold them, each conditional on the versions read (the
+        caller then tells the brokers: one LeaderAndIsr and UpdateMetadata per broker for them
+        all). A transaction that lost a race (a leader changed an ISR meanwhile) writes none of
+        its states: those partitions are read again and decided again, one by one. The records
+        written."""
         state = self.state
-        if not new_states:
+        wanted = {tp: new_state for tp in partitions if (new_state := decide(tp)) is not None}
+        if not wanted:
             return {}
-        stamped = {tp: replace(new_state, controller_epoch=state.epoch) for tp, new_state in new_states.items()}
+        stamped = {tp: replace(new_state, controller_epoch=state.epoch) for tp, new_state in wanted.items()}
         versions, lost = await self.zk.update_partition_states(
             {tp: (new_state, state.partitions[tp].zk_version) for tp, new_state in stamped.items()},
             state.epoch_zk_version)
@@ -1180,6 +1179,10 @@ class ZkController:
                 if found is not None:
                     state.partitions[tp] = PartitionRecord(*found)
             log.info("%s changed while the controller decided; deciding again", _names(lost))
+            for tp in lost:
+                if tp in state.partitions and (new_state := decide(tp)) is not None \
+                        and (updated := await self._write(tp, new_state)) is not None:
+                    written[tp] = updated
         return written
 
     async def _elect_again(self, tp: TopicPartition) -> None:

@@ -17,7 +17,9 @@ from dataclasses import dataclass, replace
 import pytest
 
 from minikafka.controller.zk_controller import ZkController
-from minikafka.zk.kafka_zk import KafkaZk, state_path
+from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, state_path
+from protocol.errors import ErrorCode
+from tests.integration.broker_process import free_port
 from tests.system.in_process import controller_of, hold_events, until
 from tests.system.zookeeper import ZooKeeperProcess
 
@@ -87,3 +89,37 @@ async def test_a_partition_whose_leader_changed_its_isr_meanwhile_still_loses_th
         assert found is not None and found[0].leader != LEAVING and LEAVING not in found[0].isr, (index, found)
     after = await harness.zk.partition_state("t", 1)
     assert after is not None and after[0].isr == (2,), "the leader's own ISR change was lost"
+
+
+async def test_leaderships_go_back_to_their_preferred_replicas_in_one_transaction(
+        shared_zookeeper: ZooKeeperProcess) -> None:
+    # Broker 1 registers after the partitions were created (as a broker restarting does), so its
+    # partitions are led elsewhere; once back in their ISRs, one election gives them all back.
+    connect = f"{shared_zookeeper.connect}/preferred"
+    replicated = {index: replicas for index, replicas in ASSIGNMENT.items() if len(replicas) > 1}
+    async with controller_of(connect, (2, 3), {"t": replicated}) as (controller, brokers_session):
+        returning = KafkaZk(connect, 6000, 10000)
+        await returning.start()
+        try:
+            await returning.register_broker(BrokerRegistration(
+                LEAVING, {"PLAINTEXT": ("127.0.0.1", free_port(), "PLAINTEXT")}))
+            await until(lambda: LEAVING in controller.state.live, "the returning broker registered")
+            prefers = [index for index, replicas in replicated.items() if replicas[0] == LEAVING]
+            for index in prefers:  # its leaders take it back into their ISRs, as after its catch-up
+                found = await brokers_session.partition_state("t", index)
+                assert found is not None and found[0].leader != LEAVING
+                await brokers_session.update_isr("t", index, replace(found[0], isr=(*found[0].isr, LEAVING)),
+                                                 found[1])
+            await until(lambda: all(LEAVING in controller.state.partitions[("t", i)].state.isr for i in prefers),
+                        "the controller told of the ISR changes")
+            outcomes = await asyncio.wait_for(controller.elect_preferred(None), 20)
+            assert {tp: error for tp, (error, _) in outcomes.items() if error == ErrorCode.NONE} == \
+                dict.fromkeys([("t", i) for i in prefers], ErrorCode.NONE), outcomes
+            stats = [await brokers_session.get(state_path("t", index)) for index in prefers]
+            assert all(stat is not None for stat in stats)
+            assert len({stat[1].mzxid for stat in stats if stat is not None}) == 1, "not one ZooKeeper transaction"
+            for index in prefers:
+                found = await brokers_session.partition_state("t", index)
+                assert found is not None and found[0].leader == LEAVING
+        finally:
+            await returning.close()
