@@ -178,7 +178,8 @@ class ZkController:
             # it stops cleanly) reaches the other brokers before its channels close: a new leader
             # whose metadata still named this broker sent producers back here, until the next
             # controller, elected once this one's ZooKeeper session closes, told it otherwise.
-            late = await self.channels.drain(CHANNEL_DRAIN_S, skip=self.state.shutting_down)
+            # Its own broker is stopping (its listener is closed by now), as are those shutting down.
+            late = await self.channels.drain(CHANNEL_DRAIN_S, skip={self.broker_id, *self.state.shutting_down})
             if late:
                 log.warning("stopping with requests to brokers %s undelivered after %.0f s; the next controller "
                             "sends them what they miss", late, CHANNEL_DRAIN_S)
