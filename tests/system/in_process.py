@@ -14,6 +14,9 @@ from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, TopicAssignment
 from tests.integration.broker_process import free_port
 
+# A ZooKeeper just started on a busy machine took over 10 s to open a first session.
+CONNECT_MS = 30_000
+
 
 async def until(condition: Callable[[], bool | Awaitable[bool]], what: str) -> None:
     """Poll ``condition`` (plain or async) every 10 ms; fail after 20 s naming ``what``."""
@@ -47,7 +50,7 @@ async def controller_of(connect: str, brokers: Iterable[int], topics: Mapping[st
     nobody listens on (its requests to them fail: only what it writes to ZooKeeper is looked at),
     and ``topics`` (name -> partition -> replicas) created; with the brokers' own ZooKeeper
     session, for what a leader would write and for reading back."""
-    controller_session, brokers_session = KafkaZk(connect, 6000, 10000), KafkaZk(connect, 6000, 10000)
+    controller_session, brokers_session = KafkaZk(connect, 6000, CONNECT_MS), KafkaZk(connect, 6000, CONNECT_MS)
     await controller_session.start()
     await brokers_session.start()
     controller = ZkController(BrokerConfig({"broker.id": "9", "zookeeper.connect": connect}), controller_session,

@@ -20,7 +20,7 @@ from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, state_path
 from protocol.errors import ErrorCode
 from tests.integration.broker_process import free_port
-from tests.system.in_process import controller_of, hold_events, until
+from tests.system.in_process import CONNECT_MS, controller_of, hold_events, until
 from tests.system.zookeeper import ZooKeeperProcess
 
 LEAVING = 1
@@ -98,7 +98,7 @@ async def test_leaderships_go_back_to_their_preferred_replicas_in_one_transactio
     connect = f"{shared_zookeeper.connect}/preferred"
     replicated = {index: replicas for index, replicas in ASSIGNMENT.items() if len(replicas) > 1}
     async with controller_of(connect, (2, 3), {"t": replicated}) as (controller, brokers_session):
-        returning = KafkaZk(connect, 6000, 10000)
+        returning = KafkaZk(connect, 6000, CONNECT_MS)
         await returning.start()
         try:
             await returning.register_broker(BrokerRegistration(
