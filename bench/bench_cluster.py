@@ -188,10 +188,25 @@ class RollingRestart:
     """One rolling restart under an idempotent acks=all confluent-kafka producer: each
     acknowledgement's latency (send to acknowledgement, retries included) and the failures."""
 
-    latencies: list[float] = field(default_factory=list)  # seconds
-    slow: list[tuple[float, float]] = field(default_factory=list)  # (sent at, seconds) over 0.3 s
+    acks: list[tuple[float, float]] = field(default_factory=list)  # (sent at, seconds to its acknowledgement)
     failed: int = 0
     events: list[tuple[float, str]] = field(default_factory=list)  # (at, what) of the restarts
+
+    @property
+    def started(self) -> float:
+        return self.events[0][0]
+
+    @property
+    def latencies(self) -> list[float]:
+        """Of the records sent from the first SIGTERM on: the producer's own start (its first
+        metadata and producer id, a second or more on a busy machine) is not the restart's."""
+        return [took for sent, took in self.acks if sent >= self.started]
+
+    @property
+    def steady(self) -> list[float]:
+        """Of the records sent in the second before the first SIGTERM: what this machine's load
+        makes of an acknowledgement with no restart."""
+        return [took for sent, took in self.acks if self.started - 1 <= sent < self.started]
 
     @property
     def slowest(self) -> float:
@@ -200,6 +215,12 @@ class RollingRestart:
     @property
     def p99(self) -> float:
         return statistics.quantiles(self.latencies, n=100)[98]
+
+    @property
+    def slowest_during(self) -> str:
+        """The step of the restart under way when the slowest acknowledged record was sent."""
+        sent = next(sent for sent, took in self.acks if sent >= self.started and took == self.slowest)
+        return next(f"{what} (+{sent - when:.2f} s)" for when, what in reversed(self.events) if when <= sent)
 
 
 def one_rolling_restart(cluster: Cluster, topic: str) -> RollingRestart:
@@ -218,10 +239,7 @@ def one_rolling_restart(cluster: Cluster, topic: str) -> RollingRestart:
             if error is not None:
                 run.failed += 1
                 return
-            took = time.monotonic() - sent
-            run.latencies.append(took)
-            if took > 0.3:
-                run.slow.append((sent, took))
+            run.acks.append((sent, time.monotonic() - sent))
 
         seq = 0
         while not stop.is_set():
@@ -235,7 +253,8 @@ def one_rolling_restart(cluster: Cluster, topic: str) -> RollingRestart:
     thread = threading.Thread(target=produce_until_stopped, name="rolling-restart-producer", daemon=True)
     thread.start()
     try:
-        time.sleep(2)  # acknowledged before any restart
+        wait_until(lambda: run.acks, 60, what="the producer's first acknowledgement")
+        time.sleep(2)  # acknowledged in a steady stream before any restart
         controller = cluster.controller_id()
         for broker_id in sorted(cluster.brokers, key=lambda b: b == controller):
             run.events.append((time.monotonic(), f"SIGTERM broker {broker_id}"))
@@ -256,16 +275,20 @@ def one_rolling_restart(cluster: Cluster, topic: str) -> RollingRestart:
 
 def rolling_restart(cluster: Cluster, repeat: int, figures: Path | None) -> list[str]:
     runs: list[RollingRestart] = []
+    loads: list[float] = []
     for index in range(repeat):
         runs.append(one_rolling_restart(cluster, f"rolling-restart-{index}"))
         run = runs[-1]
-        print(f"rolling restart run {index}: slowest {run.slowest:.2f} s, p99 {run.p99:.3f} s, "
-              f"{len(run.latencies)} acknowledged, {run.failed} failed", file=sys.stderr, flush=True)
-        start = run.events[0][0] if run.events else 0.0
+        loads.append(os.getloadavg()[0])
+        print(f"rolling restart run {index}: slowest {run.slowest:.2f} s, p99 {run.p99:.3f} s "
+              f"(before the restart: slowest {max(run.steady):.2f} s), {len(run.latencies)} acknowledged, "
+              f"{run.failed} failed; load average {loads[-1]:.1f}", file=sys.stderr, flush=True)
         for at, what in run.events:
-            print(f"  {at - start:7.2f} s  {what}", file=sys.stderr)
-        for sent, took in run.slow[:: max(1, len(run.slow) // 20)]:
-            print(f"  {sent - start:7.2f} s  sent, acknowledged {took:.2f} s later", file=sys.stderr, flush=True)
+            print(f"  {at - run.started:7.2f} s  {what}", file=sys.stderr)
+        slow = [(sent, took) for sent, took in run.acks if sent >= run.started and took > 0.3]
+        for sent, took in slow[:: max(1, len(slow) // 20)]:
+            print(f"  {sent - run.started:7.2f} s  sent, acknowledged {took:.2f} s later", file=sys.stderr,
+                  flush=True)
     slowest = statistics.median(r.slowest for r in runs)
     p99 = statistics.median(r.p99 for r in runs)
     failed = sum(r.failed for r in runs)
@@ -275,10 +298,12 @@ def rolling_restart(cluster: Cluster, repeat: int, figures: Path | None) -> list
         f"### Rolling restart of the 3 brokers (SIGTERM, each back in every ISR before the next), median of {repeat}\n",
         "An idempotent acks=all confluent-kafka producer sends a record every 2 ms to 6 partitions (RF 3, "
         "min.insync.replicas=2) throughout; latency is send to acknowledgement, retries included.\n",
-        "| run | slowest (s) | p99 (s) | acknowledged | failed |", "|---|---:|---:|---:|---:|",
-        *(f"| {i} | {r.slowest:.2f} | {r.p99:.3f} | {len(r.latencies)} | {r.failed} |" for i, r in enumerate(runs)),
+        "| run | slowest (s) | during | p99 (s) | slowest before the restart (s) | acknowledged | failed |",
+        "|---|---:|---|---:|---:|---:|---:|",
+        *(f"| {i} | {r.slowest:.2f} | {r.slowest_during} | "
+          f"{r.p99:.3f} | {max(r.steady):.2f} | {len(r.latencies)} | {r.failed} |" for i, r in enumerate(runs)),
         f"\nSlowest acknowledgement **{slowest:.2f} s**, p99 **{p99:.3f} s** (medians; aim: slowest under 0.5 s, "
-        f"none failed)\n",
+        f"none failed); 1-minute load average after each run: {', '.join(f'{load:.1f}' for load in loads)}\n",
     ]
 
 

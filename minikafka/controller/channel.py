@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 VERSIONS = {LEADER_AND_ISR: 6, STOP_REPLICA: 3, UPDATE_METADATA: 7}
 NAMES = {LEADER_AND_ISR: "LeaderAndIsr", STOP_REPLICA: "StopReplica", UPDATE_METADATA: "UpdateMetadata"}
 RETRY_BACKOFF_S = 0.2
+DRAIN_POLL_S = 0.01
 REQUEST_TIMEOUT_S = 30.0
 
 
@@ -43,17 +44,26 @@ class BrokerChannel:
         self.broker_epoch = broker_epoch
         self.client = BrokerClient(*address, client_id=f"controller-{controller_id}", security=security)
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self.sending = False
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-channel-{broker_id}")
 
     async def _run(self) -> None:
         while True:
             pending = await self.queue.get()
+            self.sending = True
             try:
                 await self._send(pending)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a request that cannot even be built: a bug, never a reason to stop
                 log.exception("could not send %s to broker %d", NAMES[pending.api_key], self.broker_id)
+            finally:
+                self.sending = False
+
+    @property
+    def idle(self) -> bool:
+        """Every request queued so far has been answered (or given up)."""
+        return not self.sending and self.queue.empty()
 
     async def _send(self, pending: _Pending) -> None:
         body = {**pending.body, "broker_epoch": self.broker_epoch}
@@ -108,6 +118,16 @@ class ControllerChannels:
         channel = self.channels.get(broker_id)
         if channel is not None:
             channel.send(api_key, body, on_response)
+
+    async def drain(self, timeout: float, skip: Collection[int] = ()) -> list[int]:
+        """Wait (at most ``timeout`` seconds) until every channel but those to ``skip`` has
+        delivered what was queued; the brokers whose requests are still pending then."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (pending := sorted(b for b, c in self.channels.items() if b not in skip and not c.idle)) \
+                and loop.time() < deadline:
+            await asyncio.sleep(DRAIN_POLL_S)
+        return pending
 
     async def close(self) -> None:
         for broker_id in list(self.channels):

@@ -64,6 +64,8 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 # An unclean election waiting for a replica's answer tries again this often, this many times.
 UNCLEAN_RETRY_S, UNCLEAN_ATTEMPTS = 2.0, 15
+# How long a stopping controller waits for its last requests to reach the brokers.
+CHANNEL_DRAIN_S = 2.0
 # AlterPartition's answer for one partition: an error, or the partition's state as recorded.
 AlterPartitionResult = tuple[ErrorCode, "PartitionRecord | None"]
 _CHANGED_MEANWHILE: tuple[ErrorCode, str | None] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
@@ -178,6 +180,16 @@ class ZkController:
         self._events.put_nowait(event)
 
     async def stop(self) -> None:
+        if self.active:
+            # What this controller decided last (the handover of its own broker's leaderships, when
+            # it stops cleanly) reaches the other brokers before its channels close: a new leader
+            # whose metadata still named this broker sent producers back here, until the next
+            # controller, elected once this one's ZooKeeper session closes, told it otherwise.
+            # Its own broker is stopping (its listener is closed by now), as are those shutting down.
+            late = await self.channels.drain(CHANNEL_DRAIN_S, skip={self.broker_id, *self.state.shutting_down})
+            if late:
+                log.warning("stopping with requests to brokers %s undelivered after %.0f s; the next controller "
+                            "sends them what they miss", late, CHANNEL_DRAIN_S)
         for task in (self._task, self._rebalance_task):
             if task is not None:
                 task.cancel()
@@ -874,36 +886,39 @@ class ZkController:
         if not self.active or registration is None or registration.epoch != broker_epoch:
             return None
         state.shutting_down.add(broker)
-        changed: dict[TopicPartition, PartitionRecord] = {}
-        moved = 0
-        for tp in state.partitions_of(broker):
-            record = state.partitions[tp]
-            if len(state.replicas(tp)) < 2:
-                continue
-            if record.state.leader == broker:
-                chosen = elections.controlled_shutdown(state.replicas(tp), record.state.isr, state.eligible(tp),
-                                                       {broker})
-                if chosen is None:
-                    continue
-                new_state = replace(record.state, leader=chosen.leader, isr=chosen.isr,
-                                    leader_epoch=record.state.leader_epoch + 1)
-                moved += 1
-            elif broker in record.state.isr:
-                new_state = replace(record.state, isr=elections.without_replica(record.state.isr, broker),
-                                    leader_epoch=record.state.leader_epoch + 1)
-            else:
-                continue
-            updated = await self._write(tp, new_state)
-            if updated is not None:
-                changed[tp] = updated
+        led = {tp for tp in state.partitions_of(broker) if state.partitions[tp].state.leader == broker}
+        # Every partition's new state in one ZooKeeper transaction (a write per partition, one
+        # after another, took half a second for a few partitions on a busy machine, while the
+        # leaving broker waited).
+        changed = await self._decide_and_write(state.partitions_of(broker), lambda tp: self._without_leaving(tp, broker))
         self._tell_replicas(changed)
         # The leaving broker stops following too, so it does not fetch its way back into an ISR.
         self._send_stop_replica(broker, [tp for tp in state.partitions_of(broker)
                                          if state.partitions[tp].state.leader != broker], delete=False)
+        moved = sum(1 for tp in led if state.partitions[tp].state.leader != broker)
         remaining = sorted(tp for tp in state.partitions_of(broker) if state.partitions[tp].state.leader == broker)
         log.info("broker %d is shutting down: moved %d leadership(s); it still leads %d partition(s)", broker,
                  moved, len(remaining))
         return remaining
+
+    def _without_leaving(self, tp: TopicPartition, broker: int) -> LeaderIsr | None:
+        """``tp``'s state once ``broker`` (shutting down) leads it no more and has left its ISR, in
+        a new leader epoch; None when nothing changes (not replicated, no other in-sync replica
+        to lead, or the broker out of its ISR already)."""
+        state = self.state
+        record = state.partitions[tp]
+        if len(state.replicas(tp)) < 2:
+            return None
+        if record.state.leader == broker:
+            chosen = elections.controlled_shutdown(state.replicas(tp), record.state.isr, state.eligible(tp), {broker})
+            if chosen is None:
+                return None
+            return replace(record.state, leader=chosen.leader, isr=chosen.isr,
+                           leader_epoch=record.state.leader_epoch + 1)
+        if broker in record.state.isr:
+            return replace(record.state, isr=elections.without_replica(record.state.isr, broker),
+                           leader_epoch=record.state.leader_epoch + 1)
+        return None
 
     async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
         """Preferred-leader election (ElectLeaders); per partition NONE or why not."""
@@ -915,28 +930,30 @@ class ZkController:
         if not self.active:
             return dict.fromkeys(wanted, (ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller"))
         results: dict[TopicPartition, Outcome] = {}
-        changed: dict[TopicPartition, PartitionRecord] = {}
-        for tp in wanted:
+
+        def preferred(tp: TopicPartition) -> LeaderIsr | None:
+            """The partition's state led by its preferred replica, or None with the reason in ``results``."""
             record = state.partitions.get(tp)
             if record is None or tp[0] in state.deleting:
                 results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
-                continue
+                return None
             replicas = state.replicas(tp)
             if record.state.leader == replicas[0]:
                 results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "already led by its preferred replica")
-                continue
+                return None
             chosen = elections.preferred_replica(replicas, record.state.isr, state.eligible(tp))
             if chosen is None:
                 results[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                                f"preferred replica {replicas[0]} is not alive and in sync")
-                continue
-            updated = await self._write(tp, replace(record.state, leader=chosen.leader,
-                                                    leader_epoch=record.state.leader_epoch + 1))
-            if updated is None:
-                results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
-                continue
-            changed[tp] = updated
-            results[tp] = (ErrorCode.NONE, None)
+                return None
+            results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
+            return replace(record.state, leader=chosen.leader, leader_epoch=record.state.leader_epoch + 1)
+
+        # One ZooKeeper transaction for them all: the periodic rebalance gives a restarted broker
+        # back every partition it prefers at once, and each leader it moves stalls its producers
+        # until the move is told.
+        changed = await self._decide_and_write(wanted, preferred)
+        results.update(dict.fromkeys(changed, (ErrorCode.NONE, None)))
         if changed:
             log.info("preferred leaders restored for %s", ", ".join(f"{t}-{p}" for t, p in sorted(changed)))
         self._tell_replicas(changed)
@@ -1150,6 +1167,37 @@ class ZkController:
             state.topics[tp[0]] = topic
         updated = state.partitions[tp] = PartitionRecord(new_state, version)
         return updated
+
+    async def _decide_and_write(self, partitions: Iterable[TopicPartition],
+                                decide: Callable[[TopicPartition], LeaderIsr | None]
+                                ) -> dict[TopicPartition, PartitionRecord]:
+        """Each partition's new state (``decide``: None when it keeps its state), written in as few
+        ZooKeeper transactions as can hold them, each conditional on the versions read (the
+        caller then tells the brokers: one LeaderAndIsr and UpdateMetadata per broker for them
+        all). A transaction that lost a race (a leader changed an ISR meanwhile) writes none of
+        its states: those partitions are read again and decided again, one by one. The records
+        written."""
+        state = self.state
+        wanted = {tp: new_state for tp in partitions if (new_state := decide(tp)) is not None}
+        if not wanted:
+            return {}
+        stamped = {tp: replace(new_state, controller_epoch=state.epoch) for tp, new_state in wanted.items()}
+        versions, lost = await self.zk.update_partition_states(
+            {tp: (new_state, state.partitions[tp].zk_version) for tp, new_state in stamped.items()},
+            state.epoch_zk_version)
+        written = {tp: PartitionRecord(stamped[tp], version) for tp, version in versions.items()}
+        state.partitions.update(written)
+        if lost:
+            fresh = await asyncio.gather(*(self.zk.partition_state(*tp) for tp in lost))
+            for tp, found in zip(lost, fresh, strict=True):
+                if found is not None:
+                    state.partitions[tp] = PartitionRecord(*found)
+            log.info("%s changed while the controller decided; deciding again", _names(lost))
+            for tp in lost:
+                if tp in state.partitions and (new_state := decide(tp)) is not None \
+                        and (updated := await self._write(tp, new_state)) is not None:
+                    written[tp] = updated
+        return written
 
     async def _elect_again(self, tp: TopicPartition) -> None:
         """After a lost race: elect only if the fresh state still has no leader that can serve."""

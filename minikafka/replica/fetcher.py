@@ -363,11 +363,23 @@ class ReplicaFetcherManager:
         self.config = config
         self._fetchers: dict[tuple[int, int], LeaderFetcher] = {}
         self._fetcher_of: dict[TopicPartition, LeaderFetcher] = {}
+        self.leaving = False
+
+    def leave(self) -> None:
+        """The broker is shutting down: what it follows already it keeps fetching (it may still
+        be in those ISRs, where acks=all waits for it), but it follows no new leader. A partition
+        the controller's handover makes it a follower of would have it fetch, catch up and be
+        added back to the ISR it was just taken out of; once the broker is gone, every acks=all
+        produce there would wait replica.lag.time.max.ms for it."""
+        self.leaving = True
 
     def follow(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
-        """Fetch ``partition`` from ``leader_id`` (after truncating it to the leader's history)."""
+        """Fetch ``partition`` from ``leader_id`` (after truncating it to the leader's history);
+        nothing, once the broker is leaving."""
         key = (partition.topic, partition.index)
         self.stop_following([key])
+        if self.leaving:
+            return
         slot = zlib.crc32(f"{key[0]}-{key[1]}".encode()) % max(self.config.fetchers_per_leader, 1)
         fetcher = self._fetchers.get((leader_id, slot))
         if fetcher is None:

@@ -417,20 +417,26 @@ class Broker:
         finally:
             self._open_connections.discard(connection)
 
-    async def _hand_over_leaderships(self) -> None:
-        """After a controlled shutdown, wait (a bounded time) for the controller's LeaderAndIsr
-        that makes this broker a follower of what it led: only then do the producers waiting on
-        it get NOT_LEADER_OR_FOLLOWER with the new leader (KIP-951) and move on at once."""
-        def leading_replicated() -> int:
-            return sum(1 for p in self.replica_manager.partitions.values() if p.is_leader and len(p.isr) > 1)
+    async def _hand_over_leaderships(self, led: list[tuple[str, int]]) -> None:
+        """After a controlled shutdown, wait (a bounded time) until the controller's LeaderAndIsr
+        has made this broker a follower of the replicated partitions it ``led``, and its
+        UpdateMetadata has named their new leaders: only then do the producers waiting on it get
+        NOT_LEADER_OR_FOLLOWER with the new leader (KIP-951) and move on at once, not a hint
+        naming this broker again."""
+        def still_here(key: tuple[str, int]) -> bool:
+            partition = self.replica_manager.partitions.get(key)
+            if partition is not None and partition.is_leader:
+                return len(partition.isr) > 1
+            known = self.metadata.partition(*key)
+            return known is not None and known.leader == self.config.broker_id
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + HAND_OVER_WAIT_S
-        while (count := leading_replicated()) and loop.time() < deadline:
+        while (count := sum(1 for key in led if still_here(key))) and loop.time() < deadline:
             await asyncio.sleep(0.02)
         if count:
-            log.warning("stopping while still leading %d partition(s) with other in-sync replicas: the "
-                        "controller's handover did not arrive within %.0f s", count, HAND_OVER_WAIT_S)
+            log.warning("stopping while still named the leader of %d partition(s) with other in-sync replicas: "
+                        "the controller's handover did not arrive within %.0f s", count, HAND_OVER_WAIT_S)
 
     async def _close_connections(self) -> None:
         """Every client connection answers the requests it has read, then closes; one that cannot
@@ -472,9 +478,14 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.broker_id)
-        if self.membership is not None:
-            await self.membership.controlled_shutdown()
-            await self._hand_over_leaderships()
+        if self.membership is not None and self.fetchers is not None:
+            self.fetchers.leave()
+            led = [key for key, p in self.replica_manager.partitions.items() if p.is_leader and len(p.isr) > 1]
+            if await self.membership.controlled_shutdown():
+                # Out of every ISR now: a fetch would only put this broker back into one, where
+                # acks=all would wait for it once it is gone (replica.lag.time.max.ms).
+                await self.fetchers.shutdown()
+                await self._hand_over_leaderships(led)
         for task in self._background:
             task.cancel()
         for sock in self._server_sockets.values():

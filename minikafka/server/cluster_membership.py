@@ -296,26 +296,28 @@ class ClusterMembership:
         self._spawn(self._apply_broker_configs)
 
     # ---- clean shutdown ---------------------------------------------------------------------------
-    async def controlled_shutdown(self) -> None:
-        """Ask the controller to move this broker's leaderships elsewhere before it stops."""
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships elsewhere before it stops; True
+        once it did (and took this broker out of the ISRs of the partitions it follows)."""
         if not self.config["controlled.shutdown.enable"]:
-            return
+            return False
         if not self.zk.connected:
             log.warning("ZooKeeper is unreachable: no controller can move this broker's leaderships; "
                         "stopping without a controlled shutdown")
-            return
+            return False
         retries = self.config["controlled.shutdown.max.retries"]
         for attempt in range(1, retries + 1):
             remaining = await self._ask_controller_to_shut_down()
             if remaining == 0:
                 log.info("controlled shutdown done: this broker leads no replicated partition any more")
-                return
+                return True
             if remaining is not None:
                 log.info("controlled shutdown: %d partition(s) still led here (no other in-sync replica)", remaining)
-                return
+                return True
             if attempt < retries:
                 await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
         log.warning("controlled shutdown did not succeed after %d attempt(s); stopping anyway", retries)
+        return False
 
     async def _ask_controller_to_shut_down(self) -> int | None:
         if self.controller.active:

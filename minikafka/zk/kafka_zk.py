@@ -748,6 +748,34 @@ class KafkaZk:
         await self._commit(ops)
         return version + 1
 
+    async def update_partition_states(self, updates: Mapping[tuple[str, int], tuple[LeaderIsr, int]],
+                                      controller_epoch_version: int
+                                      ) -> tuple[dict[tuple[str, int], int], list[tuple[str, int]]]:
+        """The controller's replacement of many partitions' states, each given with the version
+        it was read at, while the controller epoch is still ours: in transactions of up to
+        PARTITIONS_PER_TRANSACTION partitions, each one ZooKeeper commit (one fsync to wait for)
+        where a partition took one. The new versions of the states written, and the partitions
+        of the transactions that wrote nothing because one of their states changed since it was
+        read (or the controller epoch moved on)."""
+        wanted = sorted(updates)
+        versions: dict[tuple[str, int], int] = {}
+        lost: list[tuple[str, int]] = []
+        for start in range(0, len(wanted), PARTITIONS_PER_TRANSACTION):
+            chunk = wanted[start:start + PARTITIONS_PER_TRANSACTION]
+
+            def ops(t: Any, chunk: list[tuple[str, int]] = chunk) -> None:
+                t.check("/controller_epoch", controller_epoch_version)
+                for topic, index in chunk:
+                    state, version = updates[(topic, index)]
+                    t.set_data(state_path(topic, index), state.encode(), version)
+            try:
+                await self._commit(ops)
+            except StaleState:
+                lost += chunk
+                continue
+            versions.update({tp: updates[tp][1] + 1 for tp in chunk})
+        return versions, lost
+
     async def topics_to_delete(self, watch: Watch | None = None) -> list[str]:
         return await self.children("/admin/delete_topics", watch)
 

@@ -5,6 +5,7 @@ defaults and new partitions reach every broker."""
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 
 from confluent_kafka import ElectionType, Producer, TopicPartition
@@ -26,8 +27,10 @@ def _admin(cluster: Cluster) -> KafkaAdminClient:
 
 def test_sigterm_moves_leadership_before_the_broker_stops(cluster: Cluster) -> None:
     cluster.create_topic(TOPIC, PARTITIONS, 3)
-    victim = cluster.leader(TOPIC, 0)
+    # The controller, stopping itself: it was the one found back in an ISR after its stop.
+    victim = cluster.controller_id()
     led = [p for p in range(PARTITIONS) if cluster.leader(TOPIC, p) == victim]
+    assert led, "each broker leads one of the partitions"
     assert cluster.brokers[victim].stop() == 0
     survivor = next(b for b in cluster.brokers.values() if b.is_running())
     # No wait for a session to expire: the controller moved the leaderships during the stop.
@@ -39,6 +42,14 @@ def test_sigterm_moves_leadership_before_the_broker_stops(cluster: Cluster) -> N
     said = f"broker {victim} is shutting down: moved {len(led)} leadership(s)"
     assert any(said in b.stderr_text() for b in cluster.brokers.values())
     assert "controlled shutdown done" in cluster.brokers[victim].stderr_text()
+    # Taken out of every ISR, the stopping broker must not fetch its way back into one (as a
+    # follower of what it led): gone, it would hold up every acks=all produce there until
+    # replica.lag.time.max.ms dropped it again.
+    for broker in cluster.running():
+        rejoined = [line for line in broker.stderr_text().splitlines()
+                    if f"{TOPIC}-" in line and "in-sync replicas" in line and "->" in line
+                    and victim in ast.literal_eval(line.rsplit("->", 1)[1].strip())]
+        assert not rejoined, f"broker {broker.broker_id} took the stopping broker back into an ISR: {rejoined}"
 
 
 def test_preferred_leaders_come_back_on_request(cluster: Cluster) -> None:

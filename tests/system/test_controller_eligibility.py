@@ -1,10 +1,13 @@
 """minikafka.controller.eligible=false keeps a broker out of controller elections, so that the
-controller of a mixed cluster stays an Apache Kafka broker while its brokers are rolled."""
+controller of a mixed cluster stays an Apache Kafka broker while its brokers are rolled. With no
+other controller to take over, it also shows that a controller stopping cleanly delivers its last
+decisions (the handover of its own leaderships) before it goes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from kafka.admin import KafkaAdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.integration.broker_process import wait_until
@@ -21,8 +24,19 @@ def test_an_ineligible_broker_never_becomes_controller(tmp_path: Path, zookeeper
         ineligible.start()
         wait_until(lambda: len(cluster.metadata(via=ineligible).brokers) == 2, 30, what="both brokers in Metadata")
         assert cluster.metadata(via=ineligible).controller_id == 2
+        admin = KafkaAdminClient(bootstrap_servers=first.bootstrap)
+        try:
+            admin.create_topics([NewTopic("handed-over", replica_assignments={0: [2, 1]})])
+        finally:
+            admin.close()
+        wait_until(lambda: cluster.partitions("handed-over", via=ineligible)[0].isr_nodes == [2, 1], 30,
+                   what="the partition led by the controller, both replicas in sync")
         # The controller resigns /controller as it stops: the ineligible broker, alone, leaves it empty...
         first.stop()
+        # ... so only the stopping controller can have told it that it leads now: its last requests
+        # (the handover of its own leaderships) reach the brokers before it closes its channels.
+        handed_over = cluster.partitions("handed-over", via=ineligible)[0]
+        assert (handed_over.leader_id, handed_over.isr_nodes) == (1, [1]), handed_over
         zk = KazooClient(hosts=zookeeper.connect + "/minikafka")
         zk.start(timeout=10)
         try:

@@ -13,34 +13,17 @@ its write every time.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from dataclasses import replace
 
-from minikafka.config import BrokerConfig
-from minikafka.controller.zk_controller import ZkController
-from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, TopicAssignment
 from protocol.errors import ErrorCode
-from tests.integration.broker_process import free_port
-from tests.system.in_process import hold_events, until
+from tests.system.in_process import controller_of, hold_events, until
 from tests.system.zookeeper import ZooKeeperProcess
 
 
 async def test_a_reassignment_decided_before_an_isr_change_still_gets_a_new_leader_epoch(
         zookeeper: ZooKeeperProcess) -> None:
-    connect = zookeeper.connect + "/minikafka"
-    controller_session, brokers_session = KafkaZk(connect, 6000, 10000), KafkaZk(connect, 6000, 10000)
-    await controller_session.start()
-    await brokers_session.start()
-    controller = ZkController(BrokerConfig({"broker.id": "9", "zookeeper.connect": connect}), controller_session,
-                              "PLAINTEXT")
-    try:
-        for broker in (1, 2, 3):  # addresses nobody listens on: the controller's requests to them fail
-            await brokers_session.register_broker(BrokerRegistration(
-                broker, {"PLAINTEXT": ("127.0.0.1", free_port(), "PLAINTEXT")}))
-        await brokers_session.create_topic("t", TopicAssignment(uuid.uuid4(), {0: (1, 2)}), {})
-        controller.start()
-        await until(lambda: controller.active and ("t", 0) in controller.state.partitions,
-                     "the controller leading and the partition created")
+    async with controller_of(zookeeper.connect + "/minikafka", (1, 2, 3), {"t": {0: (1, 2)}}) as (
+            controller, brokers_session):
         found = await brokers_session.partition_state("t", 0)
         assert found is not None and found[0].leader == 1 and found[0].isr == (1, 2)
         epoch = found[0].leader_epoch
@@ -60,7 +43,3 @@ async def test_a_reassignment_decided_before_an_isr_change_still_gets_a_new_lead
         assignment = await brokers_session.topic_assignment("t")
         assert assignment is not None and assignment.partitions[0] == (1, 3, 2)
         assert assignment.adding_replicas == {0: (3,)} and assignment.removing_replicas == {0: (2,)}
-    finally:
-        await controller.stop()
-        await brokers_session.close()
-        await controller_session.close()

@@ -77,3 +77,30 @@ async def test_num_replica_fetchers_spreads_one_leaders_partitions_over_that_man
     finally:
         await fetchers.shutdown()
         manager.shutdown()
+
+
+async def test_a_leaving_broker_keeps_fetching_what_it_follows_and_follows_no_new_leader(tmp_path: Path) -> None:
+    # A stopping broker that the controller's handover makes a follower must not fetch its way
+    # back into the ISR it was just taken out of: acks=all would then wait for it once it is gone.
+    manager = LogManager([str(tmp_path / "d")], ME, "cluster", LogConfig(), LogDirFailureChannel())
+    manager.startup()
+    replicas = ReplicaManager(ME, manager)
+    fetchers = ReplicaFetcherManager(replicas, lambda _leader: None, FetcherConfig(ME))
+    try:
+        def follower(index: int, leader: int) -> Partition:
+            partition = replicas.become_follower("t", index, uuid.UUID(int=7), 0, LogConfig(), leader_id=leader,
+                                                 is_new_replica=True, isr=(leader, ME), replicas=(leader, ME),
+                                                 partition_epoch=0)
+            assert partition is not None
+            return partition
+
+        fetchers.follow(follower(0, IN_SYNC), IN_SYNC, 0)
+        fetchers.leave()
+        fetchers.follow(follower(1, IN_SYNC), IN_SYNC, 0)
+        assert fetchers.leader_of(("t", 0)) == IN_SYNC, "what it followed, it still fetches (it may be in the ISR)"
+        assert fetchers.leader_of(("t", 1)) is None, "a leaving broker started following a new leader"
+        fetchers.follow(follower(0, CATCHING_UP), CATCHING_UP, 1)
+        assert fetchers.leader_of(("t", 0)) is None, "a leaving broker followed a partition's new leader"
+    finally:
+        await fetchers.shutdown()
+        manager.shutdown()
