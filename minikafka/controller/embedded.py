@@ -15,15 +15,9 @@ from typing import Any
 
 from minikafka.config import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
-from minikafka.controller.metadata_store import NO_LEADER, MetadataStore, PartitionState, TopicState
-from minikafka.controller.topics import (
-    INTERNAL_TOPICS,
-    OFFSETS_TOPIC,
-    TRANSACTION_STATE_TOPIC,
-    assignment_error,
-    collision_error,
-    topic_name_error,
-)
+from minikafka.controller.topics import assignment_error, collision_error, topic_name_error
+from minikafka.metadata.store import NO_LEADER, MetadataStore, PartitionState, TopicState
+from minikafka.metadata.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata, TopicMetadata
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.errors import KafkaStorageError

@@ -21,12 +21,13 @@ import prometheus_client
 from minikafka.config import BrokerConfig
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
-from minikafka.controller.metadata_store import LocalMetadataStore
-from minikafka.controller.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.coordinator_topic import CoordinatorTopic
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
+from minikafka.metadata.store import LocalMetadataStore
+from minikafka.metadata.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.metadata_cache import MetadataCache
+from minikafka.net.accept import open_connection
 from minikafka.net.client import BrokerClient, BrokerConnections
 from minikafka.net.streams import TlsHandshakeFailed
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
@@ -387,7 +388,7 @@ class Broker:
     async def _serve(self, client: socket.socket, client_host: str, peer: str, listener: str) -> None:
         """One accepted connection: its TLS handshake if any, then its requests."""
         try:
-            stream, session = await self.security.open(client, listener, client_host)
+            stream, session = await open_connection(self.security, client, listener, client_host)
         except (TlsHandshakeFailed, OpenFailed) as exc:
             log.info("closing connection from %s on listener %s: %s", peer, listener, exc)
             return

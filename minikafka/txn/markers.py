@@ -17,8 +17,8 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.group.coordinator import GroupCoordinator
+from minikafka.metadata.topics import OFFSETS_TOPIC
 from minikafka.metadata_cache import MetadataCache
 from minikafka.net.client import BrokerConnections, BrokerUnreachable
 from minikafka.replica.replica_manager import ReplicaManager, now_ms

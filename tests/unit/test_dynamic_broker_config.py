@@ -22,13 +22,13 @@ from minikafka.config import (
     parse_cleanup_policy,
 )
 from minikafka.controller.embedded import EmbeddedController
-from minikafka.controller.metadata_store import LocalMetadataStore
 from minikafka.kafka_broker_keys import (
     KAFKA_DYNAMIC_DEFINED,
     KAFKA_DYNAMIC_UNDEFINED,
     KAFKA_STATIC_UNDEFINED,
     PER_BROKER_ONLY,
 )
+from minikafka.metadata.store import LocalMetadataStore
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager

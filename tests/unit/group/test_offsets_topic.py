@@ -13,10 +13,10 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from minikafka.config import BrokerConfig
 from minikafka.controller.embedded import INTERNAL_TOPICS, OFFSETS_TOPIC, EmbeddedController
-from minikafka.controller.metadata_store import LocalMetadataStore
 from minikafka.coordinator_topic import CoordinatorTopic, TxnProducer
 from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
 from minikafka.group.schemas import GroupKey, OffsetKey, decode_key, decode_offset_value
+from minikafka.metadata.store import LocalMetadataStore
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 from minikafka.storage.failure_channel import LogDirFailureChannel

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from minikafka.config import BrokerConfig
 from minikafka.controller.embedded import EmbeddedController
-from minikafka.controller.metadata_store import NO_LEADER, LocalMetadataStore
+from minikafka.metadata.store import NO_LEADER, LocalMetadataStore
 from minikafka.replica.log_dir_failure import LogDirFailureHandler, describe_error
 from minikafka.replica.replica_manager import FetchRequestPartition, ReplicaManager
 from minikafka.server.handlers.metadata import describe_topic
