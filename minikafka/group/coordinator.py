@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from prometheus_client import Counter, Gauge
 
+from minikafka.coordinator.records import RecordFormatError, offsets_partition_for
 from minikafka.coordinator_topic import LoggedRecord, TxnProducer
 from minikafka.group.group import (
     Group,
@@ -43,7 +44,6 @@ from minikafka.group.results import (
 )
 from minikafka.group.schemas import (
     OffsetKey,
-    RecordFormatError,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -51,7 +51,6 @@ from minikafka.group.schemas import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    offsets_partition_for,
 )
 from minikafka.waits import wait_released
 from protocol.errors import ErrorCode

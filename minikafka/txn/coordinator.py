@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from minikafka.coordinator.records import RecordFormatError
 from minikafka.coordinator_topic import LoggedRecord
-from minikafka.group.schemas import RecordFormatError
 from minikafka.storage.crash_points import hook_point
 from minikafka.txn.state import (
     COMPLETED,
