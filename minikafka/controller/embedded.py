@@ -13,20 +13,20 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
 from minikafka.controller.topics import assignment_error, collision_error, topic_name_error
+from minikafka.metadata.cache import BrokerInfo, MetadataCache, PartitionMetadata, TopicMetadata
 from minikafka.metadata.store import NO_LEADER, MetadataStore, PartitionState, TopicState
 from minikafka.metadata.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata, TopicMetadata
 from minikafka.replica.replica_manager import ReplicaManager
-from minikafka.storage.errors import KafkaStorageError
-from minikafka.topic_config import (
+from minikafka.replica.topic_config import (
     InvalidTopicConfig,
     dynamic_topic_defaults,
     log_config_for,
     validate_topic_configs,
 )
+from minikafka.storage.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

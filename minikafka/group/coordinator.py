@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import Counter, Gauge
 
 from minikafka.coordinator.records import RecordFormatError, offsets_partition_for
-from minikafka.coordinator_topic import LoggedRecord, TxnProducer
+from minikafka.coordinator.topic import LoggedRecord, TxnProducer
 from minikafka.group.group import (
     Group,
     GroupState,
@@ -52,7 +52,7 @@ from minikafka.group.schemas import (
     encode_offset_key,
     encode_offset_value,
 )
-from minikafka.waits import wait_released
+from minikafka.replica.waits import wait_released
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,10 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import Enum
 
-from minikafka.metadata_cache import MetadataCache
+from minikafka.metadata.cache import MetadataCache
 from minikafka.replica.replica_selector import ClientMetadata, ReplicaSelector, ReplicaView
 from minikafka.replica.replication_quota import REPLICATION_BYTES_OUT, ReplicationThrottles
+from minikafka.replica.waits import client_gone, wait_released
 from minikafka.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -33,7 +34,6 @@ from minikafka.storage.errors import (
 from minikafka.storage.log import AppendResult, FileSlice, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
 from minikafka.storage.txn_index import AbortedTxn
-from minikafka.waits import client_gone, wait_released
 from protocol.errors import ErrorCode
 from protocol.record_codec import ControlMarker
 from protocol.records import CorruptRecordError, UnsupportedMagic

@@ -18,15 +18,15 @@ from typing import Any
 
 import prometheus_client
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.zk_admin import ZkClusterAdmin
-from minikafka.coordinator_topic import CoordinatorTopic
+from minikafka.coordinator.topic import CoordinatorTopic
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
+from minikafka.metadata.cache import MetadataCache
 from minikafka.metadata.store import LocalMetadataStore
 from minikafka.metadata.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from minikafka.metadata_cache import MetadataCache
 from minikafka.net.accept import open_connection
 from minikafka.net.client import BrokerClient, BrokerConnections
 from minikafka.net.streams import TlsHandshakeFailed
@@ -37,6 +37,7 @@ from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.replica.replica_selector import replica_selector
 from minikafka.replica.replication_quota import ReplicationThrottle
+from minikafka.replica.topic_config import log_config_for
 from minikafka.security.manager import BrokerSecurity, OpenFailed
 from minikafka.security.session import Session
 from minikafka.security.stores import EmbeddedSecurityStore, SecurityStore, ZkSecurityStore
@@ -57,7 +58,6 @@ from minikafka.storage.errors import (
 )
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager, check_log_dirs
-from minikafka.topic_config import log_config_for
 from minikafka.txn.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from minikafka.txn.markers import TxnMarkerWriter
 from minikafka.txn.verification import TxnVerifier

@@ -19,12 +19,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
+from minikafka.replica.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
-from minikafka.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
 from protocol.errors import ErrorCode
 

@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.group.coordinator import GroupCoordinator
-from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata
+from minikafka.metadata.cache import BrokerInfo, MetadataCache, PartitionMetadata
 from minikafka.replica.fetcher import ReplicaFetcherManager
 from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
+from minikafka.replica.topic_config import log_config_for
 from minikafka.storage.log import ZERO_UUID
-from minikafka.topic_config import log_config_for
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
+from minikafka.metadata.cache import MetadataCache
 from minikafka.metadata.topics import OFFSETS_TOPIC
-from minikafka.metadata_cache import MetadataCache
 from minikafka.net.client import BrokerConnections, BrokerUnreachable
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.txn.state import by_topic

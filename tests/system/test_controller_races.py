@@ -16,7 +16,7 @@ import asyncio
 import uuid
 from dataclasses import replace
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, TopicAssignment
 from protocol.errors import ErrorCode

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from minikafka.repeated_log import RepeatedLog
 from minikafka.server.controller_commands import PartitionCommand, RoleChanges
+from minikafka.server.repeated_log import RepeatedLog
 
 LOGGER = "tests.operator_logs"
 

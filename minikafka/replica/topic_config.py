@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import (
+from minikafka.config.broker import (
     DEFINITIONS,
     BrokerConfig,
     ConfigSource,
