@@ -22,7 +22,8 @@ from typing import Any
 from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
-from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
+from minikafka.replica.partition import IsrProposal, Partition
+from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
 from minikafka.replica.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.zk.kafka_zk import BrokerIdTaken, BrokerRegistration, KafkaZk, LogDirState, StaleState
