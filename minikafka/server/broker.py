@@ -32,6 +32,7 @@ from minikafka.net.client import BrokerClient, BrokerConnections
 from minikafka.net.streams import TlsHandshakeFailed
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
+from minikafka.replica.leadership import Leadership
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
@@ -231,10 +232,10 @@ class Broker:
         self.membership.registration = dataclasses.replace(registration, log_dirs=self.dir_reports.log_dir_states())
         self.replica_manager.rebuild_missing_replicas = True
         self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
-        commands = ControllerCommands(config, self.replica_manager, self.fetchers, self.metadata,
-                                      self.group_coordinator, self.membership.topic_configs,
-                                      self.membership.forget_topic_configs, self._coordinators)
-        self.membership.on_deleted_topics = commands.delete_replicas_of_deleted_topics
+        leadership = Leadership(config, self.replica_manager, self.fetchers, self._coordinators)
+        commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
+                                      self.membership.topic_configs, self.membership.forget_topic_configs)
+        self.membership.on_deleted_topics = leadership.delete_replicas_of_deleted_topics
         self.membership.on_user_changed = self.security.user_changed
         self.membership.on_new_session = self.security.new_session
         try:

@@ -56,7 +56,7 @@ class ClusterMembership:
         self._tasks: set[asyncio.Task[None]] = set()
         self.controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None
         # Told, after each registration, which of this broker's replicas are of topics deleted
-        # while it was away (see ControllerCommands.delete_replicas_of_deleted_topics).
+        # while it was away (see Leadership.delete_replicas_of_deleted_topics).
         self.on_deleted_topics: DeletedTopics | None = None
         # Security (minikafka/security): a user's /config/users znode changed (its name as in the
         # znode path), and a new session began whose watches must be set again.
