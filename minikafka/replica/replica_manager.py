@@ -132,23 +132,25 @@ class ReplicaManager:
     replicas: partitions this broker should host whose data is on a failed (or replaced) log
     dir.  Those answer KAFKA_STORAGE_ERROR until a restart finds their data again."""
 
-    def __init__(self, broker_id: int, log_manager: LogManager) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, *, internal_topics: frozenset[str] = frozenset(),
+                 metadata: MetadataCache | None = None, replica_selector: ReplicaSelector | None = None,
+                 rebuild_missing_replicas: bool = False) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}  # -> why, for operators
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         # Topics only the broker itself writes (the group coordinator's __consumer_offsets).
-        self.internal_topics: frozenset[str] = frozenset()
+        self.internal_topics = internal_topics
         # How a leader's ISR change is recorded (cluster mode: a conditional ZooKeeper write);
         # None accepts it at once (the embedded mode, where the ISR is the leader alone).
         self.propose_isr: IsrProposer | None = None
         # What the cluster knows, to tell "not hosted here" (NOT_LEADER_OR_FOLLOWER) from "no such partition".
-        self.metadata: MetadataCache | None = None
+        self.metadata = metadata
         # Cluster mode: a replica that existed before but is in no log dir is re-created empty when
         # every dir is online (its disk was replaced; it is rebuilt from the leader, KIP-112). The
         # embedded broker has no other copy to rebuild from, so it never does that on its own.
-        self.rebuild_missing_replicas = False
+        self.rebuild_missing_replicas = rebuild_missing_replicas
         # Told where each hosted replica's log is (created, opened or moved), to report it to the
         # controller (KIP-858).
         self.on_replica_placed: Callable[[Partition], None] | None = None
@@ -156,7 +158,7 @@ class ReplicaManager:
         self.replication_throttles = ReplicationThrottles(broker_id)
         # KIP-392 (replica.selector.class): which replica a consumer naming its rack reads from;
         # None keeps every consumer on the leader.
-        self.replica_selector: ReplicaSelector | None = None
+        self.replica_selector = replica_selector
 
     # --- leadership ---------------------------------------------------------------------------
     def creating_many(self) -> AbstractAsyncContextManager[None]:

@@ -111,12 +111,12 @@ class Broker:
             self.log_manager.startup()
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
-        self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
-        self._follow_replication_throttle_rates()
         self.metadata = MetadataCache(cluster_id)
-        self.replica_manager.internal_topics = INTERNAL_TOPICS
-        self.replica_manager.metadata = self.metadata
-        self.replica_manager.replica_selector = replica_selector(self.config["replica.selector.class"])
+        self.replica_manager = ReplicaManager(
+            self.config.broker_id, self.log_manager, internal_topics=INTERNAL_TOPICS, metadata=self.metadata,
+            replica_selector=replica_selector(self.config["replica.selector.class"]),
+            rebuild_missing_replicas=not self.config.embedded)
+        self._follow_replication_throttle_rates()
         if self.config.embedded:
             self.controller: ClusterControl = self._start_embedded_controller()
         else:
@@ -192,7 +192,8 @@ class Broker:
                  ", ".join(f"{name}://{h}:{p}" for name, (h, p, _) in advertised.items()), ", ".join(self.log_dirs))
 
     def _start_embedded_controller(self) -> EmbeddedController:
-        controller = EmbeddedController(self.config, self.store, self.replica_manager, self.metadata)
+        controller = EmbeddedController(self.config, self.store, self.replica_manager, self.metadata,
+                                        Leadership(self.config, self.replica_manager))
         controller.startup()
         return controller
 
@@ -223,21 +224,22 @@ class Broker:
             response_max_bytes=config["replica.fetch.response.max.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"],
             security=self.security.client))
+        leadership = Leadership(config, self.replica_manager, self.fetchers, self._coordinators)
         registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None)
-        self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter,
-                                            self.security.client)
-        self.membership.controller_endpoint = lambda: endpoint_of(self.metadata.controller_id)
+        self.membership = ClusterMembership(
+            config, self.zk, self.replica_manager, registration, inter, self.security.client,
+            controller_endpoint=lambda: endpoint_of(self.metadata.controller_id),
+            on_deleted_topics=leadership.delete_replicas_of_deleted_topics,
+            on_user_changed=self.security.user_changed, on_new_session=self.security.new_session)
+        # The log-dir reports and the membership need each other (the registration carries the
+        # dirs' states; the reports go through the membership's controller): the two links
+        # back are set here, before either starts.
         self.dir_reports = LogDirReports(self.membership, self.log_manager, config["log.dir.failure.timeout.ms"],
                                          self.membership.controller_endpoint, self._shut_down)
         self.membership.registration = dataclasses.replace(registration, log_dirs=self.dir_reports.log_dir_states())
-        self.replica_manager.rebuild_missing_replicas = True
         self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
-        leadership = Leadership(config, self.replica_manager, self.fetchers, self._coordinators)
         commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
                                       self.membership.topic_configs, self.membership.forget_topic_configs)
-        self.membership.on_deleted_topics = leadership.delete_replicas_of_deleted_topics
-        self.membership.on_user_changed = self.security.user_changed
-        self.membership.on_new_session = self.security.new_session
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:
