@@ -58,9 +58,11 @@ kafka-jars: $(BIN)/.installed-test system-deps
 	$(BIN)/python -m tests.interop.kafka fetch
 	$(BIN)/python -m tests.interop.spark_connector fetch
 
+# lint-imports: the layer order of pyproject.toml's [tool.importlinter] (DESIGN.md: Layers).
 lint: $(BIN)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Two workers: most of a test's time is spent waiting on brokers, ZooKeeper and clients, so two
 # modules at once halve the wall time on this 2-core machine. --dist loadscope keeps each module

@@ -35,7 +35,7 @@ from kafka.structs import TopicPartitionReplica  # noqa: E402
 
 from bench.bench_move import fill, produce_for  # noqa: E402
 from minikafka.replica.balance_plan import DirLoad, ReplicaLoad, bytes_to_balance, plan_balance  # noqa: E402
-from minikafka.units import format_bytes  # noqa: E402
+from minikafka.storage.units import format_bytes  # noqa: E402
 from tests.integration.broker_process import BrokerProcess, wait_until  # noqa: E402
 from tests.integration.clients import create_topic  # noqa: E402
 from tests.integration.disk_faults import Tmpfs, mount_unavailable  # noqa: E402

@@ -10,7 +10,7 @@ import signal
 import sys
 from importlib import metadata
 
-from minikafka.config import (
+from minikafka.config.broker import (
     DEFINITIONS,
     KAFKA_KEYS_WITHOUT_EFFECT,
     BrokerConfig,

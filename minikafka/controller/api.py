@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minikafka.controller.metadata_store import TopicState
+from minikafka.metadata.store import TopicState
 from protocol.errors import ErrorCode
 
 Outcome = tuple[ErrorCode, str | None]

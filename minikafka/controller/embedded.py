@@ -1,8 +1,8 @@
 """The in-process controller of the embedded mode (one broker that is its own controller).
 
 It owns the cluster metadata (through a MetadataStore), creates topics, allocates producer ids
-and tells the ReplicaManager which partitions to lead. Handlers call it; it is touched only from
-the event loop.
+and leads every partition, through replica/leadership.py as a cluster broker's LeaderAndIsr
+does. Handlers call it; it is touched only from the event loop.
 """
 
 from __future__ import annotations
@@ -13,26 +13,21 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl, CreateTopicResult, Outcome
-from minikafka.controller.metadata_store import NO_LEADER, MetadataStore, PartitionState, TopicState
-from minikafka.controller.topics import (
-    INTERNAL_TOPICS,
-    OFFSETS_TOPIC,
-    TRANSACTION_STATE_TOPIC,
-    assignment_error,
-    collision_error,
-    topic_name_error,
-)
-from minikafka.metadata_cache import BrokerInfo, MetadataCache, PartitionMetadata, TopicMetadata
+from minikafka.controller.topics import assignment_error, collision_error, topic_name_error
+from minikafka.metadata.cache import BrokerInfo, MetadataCache, PartitionMetadata, TopicMetadata
+from minikafka.metadata.store import NO_LEADER, MetadataStore, PartitionState, TopicState
+from minikafka.metadata.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.replica.leadership import Leadership, PartitionCommand
 from minikafka.replica.replica_manager import ReplicaManager
-from minikafka.storage.errors import KafkaStorageError
-from minikafka.topic_config import (
+from minikafka.replica.topic_config import (
     InvalidTopicConfig,
     dynamic_topic_defaults,
     log_config_for,
     validate_topic_configs,
 )
+from minikafka.storage.errors import KafkaStorageError
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -44,10 +39,12 @@ class EmbeddedController(ClusterControl):
     publishes what it decides into the broker's MetadataCache."""
 
     def __init__(self, config: BrokerConfig, store: MetadataStore, replica_manager: ReplicaManager,
-                 metadata: MetadataCache | None = None) -> None:
+                 metadata: MetadataCache | None = None, leadership: Leadership | None = None) -> None:
         self.config = config
         self.store = store
         self.replica_manager = replica_manager
+        # The path a cluster broker's LeaderAndIsr takes too (no fetchers: nothing to follow).
+        self.leadership = leadership if leadership is not None else Leadership(config, replica_manager)
         self.metadata = metadata if metadata is not None else MetadataCache(store.cluster_id)
         self.broker_id = config.broker_id
         self._producer_ids: range = range(0)
@@ -113,8 +110,9 @@ class EmbeddedController(ClusterControl):
                 continue
             is_new = self.broker_id in state.new_replicas
             epoch = state.leader_epoch if state.leader == self.broker_id else state.leader_epoch + 1
-            partition = self.replica_manager.become_leader(
-                topic.name, index, topic.topic_id, epoch, config, is_new_replica=is_new)
+            partition = self.leadership.make_leader_or_follower(PartitionCommand(
+                topic.name, topic.topic_id, index, leader=self.broker_id, leader_epoch=epoch, isr=(), replicas=(),
+                partition_epoch=0, is_new=is_new), config)
             if partition is None:
                 partitions[index] = _without_leader(state)
                 continue

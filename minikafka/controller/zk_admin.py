@@ -20,12 +20,10 @@ from typing import Any, TypeVar, cast
 
 from kazoo.exceptions import NodeExistsError
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.controller.api import ClusterControl, CreateTopicResult, NewTopic, Outcome
 from minikafka.controller.embedded import internal_topic_layout, partition_count_error
-from minikafka.controller.metadata_store import PartitionState, TopicState
 from minikafka.controller.topics import (
-    INTERNAL_TOPICS,
     RacksIncomplete,
     assign_replicas,
     assignment_error,
@@ -33,8 +31,10 @@ from minikafka.controller.topics import (
     continuing_start,
     topic_name_error,
 )
-from minikafka.metadata_cache import MetadataCache
-from minikafka.topic_config import InvalidTopicConfig, validate_topic_configs
+from minikafka.metadata.cache import MetadataCache
+from minikafka.metadata.store import PartitionState, TopicState
+from minikafka.metadata.topics import INTERNAL_TOPICS
+from minikafka.replica.topic_config import InvalidTopicConfig, validate_topic_configs
 from minikafka.zk.kafka_zk import ZOOKEEPER_UNAVAILABLE, KafkaZk, StaleState, TopicAssignment, topic_path
 from protocol.errors import ErrorCode
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import Gauge
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller import elections, replica_log_ends
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
 from minikafka.controller.isr_proposals import IsrProposal, Unchanged, judge

@@ -24,7 +24,8 @@ from typing import Any, Protocol, TypeVar
 
 from prometheus_client import Counter, Gauge
 
-from minikafka.coordinator_topic import LoggedRecord, TxnProducer
+from minikafka.coordinator.records import RecordFormatError, offsets_partition_for
+from minikafka.coordinator.topic import LoggedRecord, TxnProducer
 from minikafka.group.group import (
     Group,
     GroupState,
@@ -43,7 +44,6 @@ from minikafka.group.results import (
 )
 from minikafka.group.schemas import (
     OffsetKey,
-    RecordFormatError,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -51,9 +51,8 @@ from minikafka.group.schemas import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    offsets_partition_for,
 )
-from minikafka.waits import wait_released
+from minikafka.replica.waits import wait_released
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

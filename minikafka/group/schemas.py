@@ -12,60 +12,13 @@ Everything here is immutable and built at import time; any caller may use it.
 
 from __future__ import annotations
 
-import io
-import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from construct import Compiled
-
+from minikafka.coordinator.records import RecordFormatError, VersionedSchema, read_version
 from protocol.primitives import Message
-from protocol.schema import Field, message_struct, parse_versions
-
-_VERSION = struct.Struct(">h")
-
-
-class RecordFormatError(ValueError):
-    """Bytes that are not a known version of the expected record schema."""
-
-
-class VersionedSchema:
-    """A schema whose encoded form is an int16 version followed by the body of that version.
-
-    Compiles each version on first use and keeps it; immutable apart from that cache.
-    """
-
-    def __init__(self, name: str, versions: str, flexible: str, fields: Sequence[Field]) -> None:
-        self.name = name
-        self.versions = parse_versions(versions)
-        self.flexible = parse_versions(flexible)
-        self.fields = tuple(fields)
-        self._compiled: dict[int, Compiled] = {}
-
-    def supports(self, version: int) -> bool:
-        return self.versions is not None and self.versions[0] <= version <= self.versions[1]
-
-    def compiled(self, version: int) -> Compiled:
-        schema = self._compiled.get(version)
-        if schema is None:
-            flexible = self.flexible is not None and self.flexible[0] <= version <= self.flexible[1]
-            schema = self._compiled[version] = message_struct(self.name, self.fields, version, flexible).compile()
-        return schema
-
-    def encode(self, version: int, body: Mapping[str, Any]) -> bytes:
-        if not self.supports(version):
-            raise ValueError(f"{self.name} has no version {version}")
-        return _VERSION.pack(version) + self.compiled(version).build(body)
-
-    def decode_body(self, version: int, stream: io.BytesIO) -> Message:
-        if not self.supports(version):
-            raise RecordFormatError(f"unknown {self.name} version {version}")
-        try:
-            return self.compiled(version).parse_stream(stream)
-        except Exception as exc:  # construct and our primitives raise several kinds
-            raise RecordFormatError(f"unreadable {self.name} v{version}: {exc}") from exc
-
+from protocol.schema import Field
 
 OFFSET_COMMIT_KEY = VersionedSchema("OffsetCommitKey", "0-1", "none", [
     Field("group", "string", "0+"),
@@ -160,17 +113,9 @@ def encode_group_value(body: Mapping[str, Any]) -> bytes:
     return GROUP_METADATA_VALUE.encode(GROUP_VALUE_VERSION, body)
 
 
-def _read_version(data: bytes, what: str) -> tuple[int, io.BytesIO]:
-    if len(data) < 2:
-        raise RecordFormatError(f"{what} of {len(data)} bytes has no version")
-    stream = io.BytesIO(data)
-    (version,) = _VERSION.unpack(stream.read(2))
-    return version, stream
-
-
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
     """The key of a __consumer_offsets record; raises RecordFormatError for anything else."""
-    version, stream = _read_version(data, "key")
+    version, stream = read_version(data, "key")
     if OFFSET_COMMIT_KEY.supports(version):
         body = OFFSET_COMMIT_KEY.decode_body(version, stream)
         return OffsetKey(body.group, body.topic, body.partition)
@@ -180,12 +125,12 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
 
 
 def decode_offset_value(data: bytes) -> Message:
-    version, stream = _read_version(data, "offset commit value")
+    version, stream = read_version(data, "offset commit value")
     return OFFSET_COMMIT_VALUE.decode_body(version, stream)
 
 
 def decode_group_value(data: bytes) -> Message:
-    version, stream = _read_version(data, "group metadata value")
+    version, stream = read_version(data, "group metadata value")
     return GROUP_METADATA_VALUE.decode_body(version, stream)
 
 
@@ -196,22 +141,7 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
     versions only ever add fields at the end.
     """
     try:
-        version, stream = _read_version(metadata, "subscription")
+        version, stream = read_version(metadata, "subscription")
         return set(CONSUMER_SUBSCRIPTION.decode_body(min(max(version, 0), 3), stream).topics)
     except RecordFormatError:
         return None
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, 32-bit wrap-around)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def offsets_partition_for(group_id: str, partition_count: int) -> int:
-    """The __consumer_offsets partition of a group, as Kafka computes it (so a Kafka tool agrees)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partition_count

@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
-from minikafka.controller.metadata_store import MetadataStore
+from minikafka.metadata.store import MetadataStore
 from minikafka.quota.entity import QuotaEntity, quota_values
 from minikafka.zk.kafka_zk import KafkaZk
 

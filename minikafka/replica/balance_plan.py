@@ -25,7 +25,7 @@ import bisect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from minikafka.units import format_bytes
+from minikafka.storage.units import format_bytes
 
 # A growing replica is charged the bytes it adds over this long: about how long a move of a
 # few GiB takes, during which the copy chases the appends.

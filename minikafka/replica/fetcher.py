@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minikafka.net.client import BrokerClient, BrokerUnreachable
-from minikafka.replica.replica_manager import Partition, ReplicaManager, TopicPartition
+from minikafka.replica.partition import Partition
+from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
 from minikafka.replica.replication_quota import REPLICATION_BYTES_IN
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.storage.errors import KafkaStorageError

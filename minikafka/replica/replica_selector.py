@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from minikafka.config import LEADER_SELECTOR, RACK_AWARE_REPLICA_SELECTOR
+from minikafka.config.broker import LEADER_SELECTOR, RACK_AWARE_REPLICA_SELECTOR
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class RackAwareReplicaSelector:
 
 
 def replica_selector(class_name: str) -> ReplicaSelector | None:
-    """The selector ``replica.selector.class`` names (config.py has checked the name); None for
+    """The selector ``replica.selector.class`` names (config/broker.py has checked the name); None for
     none."""
     if class_name == RACK_AWARE_REPLICA_SELECTOR:
         return RackAwareReplicaSelector()

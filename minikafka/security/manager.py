@@ -4,21 +4,21 @@ the administrative changes of both (KIP-554's credential APIs, the ACL APIs).
 
 ``BrokerSecurity`` is built from the configuration before the broker starts anything (a setting
 that cannot be used is a ConfigError naming its key), given its store when the broker knows where
-its metadata lives, and then opens every accepted connection: the TLS handshake, the principal of
-a client certificate, a ``Session``. Event-loop thread only.
+its metadata lives, and then gives every accepted connection its TLS context, a ``Session`` and the
+principal of a client certificate (net/accept.py opens the connection's stream with them).
+Event-loop thread only.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import socket
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigError
-from minikafka.net.streams import ClientStream, PlainStream, TlsStream
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.security import scram
 from minikafka.security.acl import (
     AccessControlEntry,
@@ -237,23 +237,24 @@ class BrokerSecurity:
         return self.credentials.get(user, {}).get(mechanism)
 
     # ---- connections ----------------------------------------------------------------------------
-    async def open(self, sock: socket.socket, listener: str, client_host: str) -> tuple[ClientStream, Session]:
-        """The stream and session of an accepted socket (OpenFailed if it cannot be served;
-        TlsHandshakeFailed when its handshake fails)."""
-        settings = self.listeners[listener]
-        context = self._tls.get(listener)
-        session = Session(settings, client_host, self.authorizer, self.credential)
-        if context is None:
-            return PlainStream(sock), session
-        tls = await TlsStream.accept(sock, context)
-        if not settings.sasl:
-            try:
-                session.principal = principal_of_certificate(tls.peer_certificate,
-                                                             self._tls_settings[listener].mapping_rules)
-            except NoMappingRule as exc:
-                tls.close()
-                raise OpenFailed(str(exc)) from None
-        return tls, session
+    # What an accepted connection gets from security: net/accept.py opens the stream with these.
+    def session(self, listener: str, client_host: str) -> Session:
+        """A new session for a connection accepted on ``listener``."""
+        return Session(self.listeners[listener], client_host, self.authorizer, self.credential)
+
+    def tls_context(self, listener: str) -> ssl.SSLContext | None:
+        """The TLS context of ``listener``; None on a listener without TLS."""
+        return self._tls.get(listener)
+
+    def authenticate_certificate(self, listener: str, session: Session, certificate: dict[str, Any] | None) -> None:
+        """On a TLS listener without SASL the client's certificate names the session's principal
+        (OpenFailed when no mapping rule matches it)."""
+        if self.listeners[listener].sasl:
+            return
+        try:
+            session.principal = principal_of_certificate(certificate, self._tls_settings[listener].mapping_rules)
+        except NoMappingRule as exc:
+            raise OpenFailed(str(exc)) from None
 
     # ---- ACLs -----------------------------------------------------------------------------------
     def _acls_off(self) -> Result | None:

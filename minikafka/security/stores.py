@@ -28,7 +28,7 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError
 
-from minikafka.controller.metadata_store import MetadataStore
+from minikafka.metadata.store import MetadataStore
 from minikafka.security.acl import (
     AccessControlEntry,
     AclOperation,

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.security.principal import MappingRule, parse_mapping_rules
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

@@ -18,15 +18,16 @@ from typing import Any
 
 import prometheus_client
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
-from minikafka.controller.metadata_store import LocalMetadataStore
-from minikafka.controller.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.controller.zk_admin import ZkClusterAdmin
-from minikafka.coordinator_topic import CoordinatorTopic
+from minikafka.coordinator.topic import CoordinatorTopic
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
-from minikafka.metadata_cache import MetadataCache
+from minikafka.metadata.cache import MetadataCache
+from minikafka.metadata.store import LocalMetadataStore
+from minikafka.metadata.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.net.accept import open_connection
 from minikafka.net.client import BrokerClient, BrokerConnections
 from minikafka.net.streams import TlsHandshakeFailed
 from minikafka.quota.entity import QuotaEntity
@@ -34,11 +35,13 @@ from minikafka.quota.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas
 from minikafka.quota.store import EmbeddedQuotaStore, QuotaStore, ZkQuotaStore
 from minikafka.replica.dir_balancer import BalancerSettings, DirBalancer
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
+from minikafka.replica.leadership import Leadership
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.replica.replica_selector import replica_selector
 from minikafka.replica.replication_quota import ReplicationThrottle
+from minikafka.replica.topic_config import log_config_for
 from minikafka.security.manager import BrokerSecurity, OpenFailed
 from minikafka.security.session import Session
 from minikafka.security.stores import EmbeddedSecurityStore, SecurityStore, ZkSecurityStore
@@ -59,7 +62,6 @@ from minikafka.storage.errors import (
 )
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager, check_log_dirs
-from minikafka.topic_config import log_config_for
 from minikafka.txn.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from minikafka.txn.markers import TxnMarkerWriter
 from minikafka.txn.verification import TxnVerifier
@@ -112,12 +114,12 @@ class Broker:
             self.log_manager.startup()
         except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
-        self.replica_manager = ReplicaManager(self.config.broker_id, self.log_manager)
-        self._follow_replication_throttle_rates()
         self.metadata = MetadataCache(cluster_id)
-        self.replica_manager.internal_topics = INTERNAL_TOPICS
-        self.replica_manager.metadata = self.metadata
-        self.replica_manager.replica_selector = replica_selector(self.config["replica.selector.class"])
+        self.replica_manager = ReplicaManager(
+            self.config.broker_id, self.log_manager, internal_topics=INTERNAL_TOPICS, metadata=self.metadata,
+            replica_selector=replica_selector(self.config["replica.selector.class"]),
+            rebuild_missing_replicas=not self.config.embedded)
+        self._follow_replication_throttle_rates()
         if self.config.embedded:
             self.controller: ClusterControl = self._start_embedded_controller()
         else:
@@ -198,7 +200,8 @@ class Broker:
                  ", ".join(f"{name}://{h}:{p}" for name, (h, p, _) in advertised.items()), ", ".join(self.log_dirs))
 
     def _start_embedded_controller(self) -> EmbeddedController:
-        controller = EmbeddedController(self.config, self.store, self.replica_manager, self.metadata)
+        controller = EmbeddedController(self.config, self.store, self.replica_manager, self.metadata,
+                                        Leadership(self.config, self.replica_manager))
         controller.startup()
         return controller
 
@@ -229,21 +232,22 @@ class Broker:
             response_max_bytes=config["replica.fetch.response.max.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"],
             security=self.security.client))
+        leadership = Leadership(config, self.replica_manager, self.fetchers, self._coordinators)
         registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None)
-        self.membership = ClusterMembership(config, self.zk, self.replica_manager, registration, inter,
-                                            self.security.client)
-        self.membership.controller_endpoint = lambda: endpoint_of(self.metadata.controller_id)
+        self.membership = ClusterMembership(
+            config, self.zk, self.replica_manager, registration, inter, self.security.client,
+            controller_endpoint=lambda: endpoint_of(self.metadata.controller_id),
+            on_deleted_topics=leadership.delete_replicas_of_deleted_topics,
+            on_user_changed=self.security.user_changed, on_new_session=self.security.new_session)
+        # The log-dir reports and the membership need each other (the registration carries the
+        # dirs' states; the reports go through the membership's controller): the two links
+        # back are set here, before either starts.
         self.dir_reports = LogDirReports(self.membership, self.log_manager, config["log.dir.failure.timeout.ms"],
                                          self.membership.controller_endpoint, self._shut_down)
         self.membership.registration = dataclasses.replace(registration, log_dirs=self.dir_reports.log_dir_states())
-        self.replica_manager.rebuild_missing_replicas = True
         self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
-        commands = ControllerCommands(config, self.replica_manager, self.fetchers, self.metadata,
-                                      self.group_coordinator, self.membership.topic_configs,
-                                      self.membership.forget_topic_configs, self._coordinators)
-        self.membership.on_deleted_topics = commands.delete_replicas_of_deleted_topics
-        self.membership.on_user_changed = self.security.user_changed
-        self.membership.on_new_session = self.security.new_session
+        commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
+                                      self.membership.topic_configs, self.membership.forget_topic_configs)
         self.membership.on_quota_changed = self._quota_changed
         try:
             await self.membership.start()
@@ -404,7 +408,7 @@ class Broker:
     async def _serve(self, client: socket.socket, client_host: str, peer: str, listener: str) -> None:
         """One accepted connection: its TLS handshake if any, then its requests."""
         try:
-            stream, session = await self.security.open(client, listener, client_host)
+            stream, session = await open_connection(self.security, client, listener, client_host)
         except (TlsHandshakeFailed, OpenFailed) as exc:
             log.info("closing connection from %s on listener %s: %s", peer, listener, exc)
             return

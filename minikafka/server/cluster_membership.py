@@ -19,12 +19,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
-from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager, TopicPartition
+from minikafka.replica.partition import IsrProposal, Partition
+from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
+from minikafka.replica.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
-from minikafka.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.zk.kafka_zk import (
     ZOOKEEPER_UNAVAILABLE,
     BrokerIdTaken,
@@ -45,7 +46,11 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 class ClusterMembership:
     def __init__(self, config: BrokerConfig, zk: KafkaZk, replica_manager: ReplicaManager,
                  registration: BrokerRegistration, inter_broker_listener: str,
-                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
+                 security: ClientSecurity = PLAINTEXT_CLIENT, *,
+                 controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
+                 on_deleted_topics: DeletedTopics | None = None,
+                 on_user_changed: Callable[[str], Awaitable[None]] | None = None,
+                 on_new_session: Callable[[], Awaitable[None]] | None = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
@@ -60,14 +65,14 @@ class ClusterMembership:
         self._session_lost = False
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self.controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None
+        self.controller_endpoint = controller_endpoint
         # Told, after each registration, which of this broker's replicas are of topics deleted
-        # while it was away (see ControllerCommands.delete_replicas_of_deleted_topics).
-        self.on_deleted_topics: DeletedTopics | None = None
+        # while it was away (see Leadership.delete_replicas_of_deleted_topics).
+        self.on_deleted_topics = on_deleted_topics
         # Security (minikafka/security): a user's /config/users znode changed (its name as in the
         # znode path), and a new session began whose watches must be set again.
-        self.on_user_changed: Callable[[str], Awaitable[None]] | None = None
-        self.on_new_session: Callable[[], Awaitable[None]] | None = None
+        self.on_user_changed = on_user_changed
+        self.on_new_session = on_new_session
         # Client quotas (minikafka/quota): an entity's znode changed (its entity path, "users/alice").
         self.on_quota_changed: Callable[[str], Awaitable[None]] | None = None
         # Broker keys that give topic configs their defaults: when one changes dynamically, every

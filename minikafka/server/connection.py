@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from minikafka.net.streams import ClientStream
+from minikafka.replica.waits import CURRENT_SCOPE, WaitScope
 from minikafka.server import metrics
-from minikafka.waits import CURRENT_SCOPE, WaitScope
 from protocol import (
     ProtocolError,
     Request,

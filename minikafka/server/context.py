@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.api import ClusterControl
 from minikafka.controller.zk_controller import ZkController
 from minikafka.group.coordinator import GroupCoordinator
-from minikafka.metadata_cache import MetadataCache
+from minikafka.metadata.cache import MetadataCache
 from minikafka.quota.manager import ClientQuotas
 from minikafka.quota.store import QuotaStore
 from minikafka.replica.log_dir_mover import LogDirMover

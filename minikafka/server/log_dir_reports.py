@@ -27,7 +27,8 @@ from typing import Any
 from prometheus_client import Gauge
 
 from minikafka.net.client import BrokerClient
-from minikafka.replica.replica_manager import Partition, TopicPartition
+from minikafka.replica.partition import Partition
+from minikafka.replica.replica_manager import TopicPartition
 from minikafka.server.cluster_membership import ClusterMembership
 from minikafka.storage.log_manager import LogManager
 from minikafka.zk.kafka_zk import LogDirState

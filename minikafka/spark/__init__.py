@@ -5,6 +5,11 @@ Needs the `spark` extra (`pip install minikafka[spark]`). Register it in a sessi
 `spark.read.format("minikafka")`, `spark.readStream.format("minikafka")`,
 `df.write.format("minikafka")` and `df.writeStream.format("minikafka")` with the options and
 columns of Spark's Kafka source and sink.
+
+A client of the broker's wire protocol (through confluent-kafka), yet inside its package: the
+`spark` extra installs it with the broker it was tested against, as the README's pipeline uses
+it. It imports nothing of the broker (the layer contract checks that), so it could become a
+distribution of its own without a change.
 """
 
 import logging

@@ -71,7 +71,7 @@ from minikafka.storage.segment import (
 )
 from minikafka.storage.throttle import Throttle
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
-from minikafka.units import format_bytes
+from minikafka.storage.units import format_bytes
 from protocol.record_codec import batch_with_records, decompress, record_spans
 from protocol.records import (
     BATCH_HEADER_SIZE,

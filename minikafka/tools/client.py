@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from minikafka.config import read_properties
+from minikafka.config.broker import read_properties
 from minikafka.security.client import SaslLoginFailed, login_steps
 from minikafka.security.jaas import parse_jaas_config
 from minikafka.security.sasl import SaslLogin

@@ -25,7 +25,8 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, TextIO
 
-from minikafka.group.schemas import CONSUMER_ASSIGNMENT, RecordFormatError
+from minikafka.coordinator.records import RecordFormatError
+from minikafka.group.schemas import CONSUMER_ASSIGNMENT
 from minikafka.tools.admin import add_connection_arguments, check, connect, refusal, run_tool
 from minikafka.tools.client import Cluster, Connection, RequestFailed, ToolError
 from protocol import ErrorCode

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from minikafka.config import read_properties
+from minikafka.config.broker import read_properties
 from minikafka.tools.client import METADATA, Connection, ToolError
 
 ZK_SERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
+from minikafka.storage.units import format_bytes
 from minikafka.tools.client import LIST_PARTITION_REASSIGNMENTS, Cluster, ToolError, move_error
-from minikafka.units import format_bytes
 from protocol import ErrorCode
 
 TopicPartition = tuple[str, int]

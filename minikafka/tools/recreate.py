@@ -19,7 +19,7 @@ import stat
 from collections.abc import Iterator
 from typing import TextIO
 
-from minikafka.controller.metadata_store import LocalMetadataStore, TopicState
+from minikafka.metadata.store import LocalMetadataStore, TopicState
 from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LOCK_FILE

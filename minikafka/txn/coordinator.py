@@ -28,8 +28,9 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from minikafka.coordinator_topic import LoggedRecord
-from minikafka.group.schemas import RecordFormatError
+from minikafka.coordinator.records import RecordFormatError
+from minikafka.coordinator.topic import LoggedRecord
+from minikafka.replica.waits import spawn_detached
 from minikafka.storage.crash_points import hook_point
 from minikafka.txn.state import (
     COMPLETED,
@@ -45,7 +46,6 @@ from minikafka.txn.state import (
     encode_txn_value,
     state_partition_for,
 )
-from minikafka.waits import spawn_detached
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from typing import Protocol
 
-from minikafka.controller.topics import OFFSETS_TOPIC
-from minikafka.group.coordinator import GroupCoordinator
-from minikafka.metadata_cache import MetadataCache
+from minikafka.metadata.cache import MetadataCache
+from minikafka.metadata.topics import OFFSETS_TOPIC
 from minikafka.net.client import BrokerConnections, BrokerUnreachable
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.txn.state import by_topic
@@ -33,9 +33,16 @@ WRITE_TXN_MARKERS = 27
 WRITE_TXN_MARKERS_VERSION = 1
 
 
+class TxnOffsets(Protocol):
+    """The group coordinator, as the markers see it: txn/ and group/ are siblings, neither
+    imports the other; the broker hands its GroupCoordinator in."""
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None: ...
+
+
 class TxnMarkerWriter:
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata: MetadataCache,
-                 groups: GroupCoordinator, brokers: BrokerConnections, timeout_ms: int = 30_000) -> None:
+                 groups: TxnOffsets, brokers: BrokerConnections, timeout_ms: int = 30_000) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.metadata = metadata

@@ -11,7 +11,7 @@ import io
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from minikafka.group.schemas import RecordFormatError, VersionedSchema, offsets_partition_for
+from minikafka.coordinator.records import RecordFormatError, VersionedSchema, offsets_partition_for
 from protocol.schema import Field
 
 TopicPartition = tuple[str, int]

@@ -15,8 +15,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from minikafka.controller.topics import TRANSACTION_STATE_TOPIC
-from minikafka.metadata_cache import MetadataCache
+from minikafka.metadata.cache import MetadataCache
+from minikafka.metadata.topics import TRANSACTION_STATE_TOPIC
 from minikafka.net.client import BrokerConnections, BrokerUnreachable
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.txn.coordinator import TransactionCoordinator

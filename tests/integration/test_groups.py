@@ -16,7 +16,8 @@ import confluent_kafka
 import pytest
 from kafka import KafkaConsumer
 
-from minikafka.group.schemas import CONSUMER_SUBSCRIPTION, offsets_partition_for
+from minikafka.coordinator.records import offsets_partition_for
+from minikafka.group.schemas import CONSUMER_SUBSCRIPTION
 from protocol import encode_request, parse_response
 from protocol.errors import ErrorCode
 from protocol.record_codec import NewRecord, encode_batch

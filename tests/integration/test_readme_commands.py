@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.config import DEFINITIONS
+from minikafka.config.broker import DEFINITIONS
 from tests.integration.broker_process import free_port
 from tests.readme import block_containing, copy_checkout, prose
 

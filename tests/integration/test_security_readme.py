@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.config import read_properties
+from minikafka.config.broker import read_properties
 from tests.integration.broker_process import BrokerProcess, free_port
 from tests.integration.security import MAKE_CERTS
 from tests.readme import block_containing, code_blocks

@@ -9,7 +9,7 @@ import inspect
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, TopicAssignment
 from tests.integration.broker_process import free_port

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import ISR_CHANGE_PREFIX, KafkaZk, isr_change_notification
 from tests.system.in_process import hold_events, until

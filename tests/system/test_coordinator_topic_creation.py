@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import confluent_kafka
 
-from minikafka.controller.topics import OFFSETS_TOPIC
+from minikafka.metadata.topics import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from tests.integration.clients import confluent_consume
 from tests.system.cluster import Cluster, inter_broker_request

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.client import KazooClient
 
-from minikafka.config import RACK_AWARE_REPLICA_SELECTOR
+from minikafka.config.broker import RACK_AWARE_REPLICA_SELECTOR
 from tests.integration.broker_process import wait_until
 from tests.system.cluster import Cluster
 from tests.system.observe import metric_sample

@@ -2,7 +2,7 @@ import logging
 
 import pytest
 
-from minikafka.config import (
+from minikafka.config.broker import (
     BrokerConfig,
     ConfigError,
     ConfigSource,
@@ -195,7 +195,7 @@ group.initial.rebalance.delay.ms=0
 def test_kafkas_stock_server_properties_mean_the_same_here(tmp_path, caplog):
     path = tmp_path / "server.properties"
     path.write_text(KAFKA_STOCK_SERVER_PROPERTIES)
-    caplog.set_level(logging.INFO, logger="minikafka.config")
+    caplog.set_level(logging.INFO, logger="minikafka.config.broker")
     config = BrokerConfig.load(path, ["log.retention.hours=24"])
     assert not [record for record in caplog.records if record.levelname == "WARNING"], caplog.text
     assert "num.network.threads" in caplog.text  # named as a Kafka key that has no effect here
@@ -258,7 +258,7 @@ def test_distinct_log_dirs_that_do_not_exist_yet_are_fine(tmp_path):
 
 
 def test_kafka_image_variables_become_settings(caplog: pytest.LogCaptureFixture) -> None:
-    from minikafka.config import overrides_from_environment
+    from minikafka.config.broker import overrides_from_environment
 
     environment = {"KAFKA_BROKER_ID": "2", "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
                    "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://127.0.0.1:9093", "KAFKA_HEAP_OPTS": "-Xmx1G",

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from minikafka.cli import main
-from minikafka.config import DEFINITIONS, BrokerConfig, shown_value
+from minikafka.config.broker import DEFINITIONS, BrokerConfig, shown_value
 
 
 def test_config_keys_prints_unlimited_and_run_time_once(capsys: pytest.CaptureFixture[str]) -> None:
@@ -35,7 +35,7 @@ def test_shown_value_keeps_ordinary_values() -> None:
 
 def test_a_throttle_change_is_logged_in_words(caplog: pytest.LogCaptureFixture) -> None:
     config = BrokerConfig.load(None, [])
-    with caplog.at_level(logging.INFO, logger="minikafka.config"):
+    with caplog.at_level(logging.INFO, logger="minikafka.config.broker"):
         config.apply_dynamic({"leader.replication.throttled.rate": "1000"}, {})
         config.apply_dynamic({}, {})
     changes = [r.getMessage() for r in caplog.records if "dynamic config" in r.getMessage()]

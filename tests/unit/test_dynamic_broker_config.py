@@ -1,4 +1,4 @@
-"""Dynamic broker configs: keys declared dynamic in config.py, per-broker values over cluster
+"""Dynamic broker configs: keys declared dynamic in config/broker.py, per-broker values over cluster
 defaults over static ones, listeners told of effective changes, storage in the metadata store
 and the controller applying them (logs included) at startup and on change."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from minikafka.config import (
+from minikafka.config.broker import (
     DEFINITIONS,
     BrokerConfig,
     ConfigError,
@@ -21,18 +21,18 @@ from minikafka.config import (
     dynamic_keys,
     parse_cleanup_policy,
 )
-from minikafka.controller.embedded import EmbeddedController
-from minikafka.controller.metadata_store import LocalMetadataStore
-from minikafka.kafka_broker_keys import (
+from minikafka.config.kafka_broker_keys import (
     KAFKA_DYNAMIC_DEFINED,
     KAFKA_DYNAMIC_UNDEFINED,
     KAFKA_STATIC_UNDEFINED,
     PER_BROKER_ONLY,
 )
+from minikafka.controller.embedded import EmbeddedController
+from minikafka.metadata.store import LocalMetadataStore
 from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.replica.topic_config import InvalidTopicConfig, log_config_for, validate_topic_configs
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
-from minikafka.topic_config import InvalidTopicConfig, log_config_for, validate_topic_configs
 from protocol.errors import ErrorCode
 
 
@@ -100,7 +100,7 @@ def test_the_key_tables_agree_with_the_definitions() -> None:
 
 def test_keys_minikafka_does_not_act_on_are_stored_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
     config = BrokerConfig({"log.cleaner.threads": "1"})
-    with caplog.at_level(logging.INFO, logger="minikafka.config"):
+    with caplog.at_level(logging.INFO, logger="minikafka.config.broker"):
         config.apply_dynamic({"sasl.kerberos.min.time.before.relogin": "70000", "log.cleaner.threads": "3",
                               "transaction.partition.verification.enable": "false"}, {"my.plugin.setting": "x"})
         config.apply_dynamic({"sasl.kerberos.min.time.before.relogin": "80000", "log.cleaner.threads": "3",

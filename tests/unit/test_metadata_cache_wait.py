@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from minikafka.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
+from minikafka.metadata.cache import MetadataCache, PartitionMetadata, TopicMetadata
 
 
 def _led(cache: MetadataCache) -> bool:

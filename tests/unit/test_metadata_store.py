@@ -2,7 +2,7 @@ import json
 import os
 import uuid
 
-from minikafka.controller.metadata_store import METADATA_FILE, LocalMetadataStore, PartitionState, TopicState
+from minikafka.metadata.store import METADATA_FILE, LocalMetadataStore, PartitionState, TopicState
 from minikafka.storage.failure_channel import LogDirFailureChannel
 
 

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from minikafka.repeated_log import RepeatedLog
-from minikafka.server.controller_commands import PartitionCommand, RoleChanges
+from minikafka.replica.leadership import PartitionCommand, RoleChanges
+from minikafka.server.repeated_log import RepeatedLog
 
 LOGGER = "tests.operator_logs"
 
@@ -53,7 +53,7 @@ def test_many_role_changes_are_summarised_per_topic(caplog: pytest.LogCaptureFix
     roles = RoleChanges(leads=[_command("__consumer_offsets", i, 1) for i in range(50)]
                         + [_command("bulk", i, 1) for i in range(3)],
                         follows=[_command("bulk", 3, 2), _command("bulk", 4, 3)])
-    with caplog.at_level(logging.INFO, logger="minikafka.server.controller_commands"):
+    with caplog.at_level(logging.INFO, logger="minikafka.replica.leadership"):
         roles.log()
     assert [r.getMessage() for r in caplog.records] == [
         "leading 53 partition(s): __consumer_offsets (50), bulk (3)",
@@ -62,7 +62,7 @@ def test_many_role_changes_are_summarised_per_topic(caplog: pytest.LogCaptureFix
 
 def test_a_few_role_changes_keep_a_line_each(caplog: pytest.LogCaptureFixture) -> None:
     roles = RoleChanges(leads=[_command("orders", 0, 1)], follows=[_command("orders", 1, 2)])
-    with caplog.at_level(logging.INFO, logger="minikafka.server.controller_commands"):
+    with caplog.at_level(logging.INFO, logger="minikafka.replica.leadership"):
         roles.log()
     assert [r.getMessage() for r in caplog.records] == ["leading orders-0 in epoch 1 with in-sync replicas [1, 2]",
                                                         "orders-1: following broker 2 from epoch 1"]

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from minikafka.config import RACK_AWARE_REPLICA_SELECTOR, BrokerConfig, ConfigError
+from minikafka.config.broker import RACK_AWARE_REPLICA_SELECTOR, BrokerConfig, ConfigError
 from minikafka.controller.topics import RacksIncomplete, assign_replicas, continuing_start, rack_alternated
 from minikafka.replica.replica_selector import (
     ClientMetadata,

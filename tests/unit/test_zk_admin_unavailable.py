@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.zk_admin import ZkClusterAdmin
-from minikafka.metadata_cache import MetadataCache
+from minikafka.metadata.cache import MetadataCache
 from protocol.errors import ErrorCode
 
 

@@ -3,7 +3,7 @@ the offsets the producer then commits for the group (TxnOffsetCommit) end with i
 
 from __future__ import annotations
 
-from minikafka.controller.topics import OFFSETS_TOPIC
+from minikafka.metadata.topics import OFFSETS_TOPIC
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.add_partitions_to_txn import fenced_error

@@ -10,12 +10,12 @@ keys Kafka updates at run time and custom keys may be set (config.check_dynamic_
 
 from __future__ import annotations
 
-from minikafka.config import DEFINITIONS, ConfigType, config_type_of, format_value
-from minikafka.kafka_broker_keys import KAFKA_DYNAMIC_UNDEFINED
+from minikafka.config.broker import DEFINITIONS, ConfigType, config_type_of, format_value
+from minikafka.config.kafka_broker_keys import KAFKA_DYNAMIC_UNDEFINED
+from minikafka.replica.topic_config import TOPIC_CONFIGS, topic_config_value
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic
-from minikafka.topic_config import TOPIC_CONFIGS, topic_config_value
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.alter_configs import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 from minikafka.controller.api import CreateTopicResult, NewTopic
+from minikafka.replica.topic_config import TOPIC_CONFIGS, describe_topic_config
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic
-from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.create_topics import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minikafka.config import (
+from minikafka.config.broker import (
     DEFINITIONS,
     ConfigSource,
     ConfigType,
@@ -10,11 +10,11 @@ from minikafka.config import (
     format_value,
     updatable_dynamically,
 )
-from minikafka.kafka_broker_keys import KAFKA_DYNAMIC_UNDEFINED
+from minikafka.config.kafka_broker_keys import KAFKA_DYNAMIC_UNDEFINED
+from minikafka.replica.topic_config import TOPIC_CONFIGS, describe_topic_config
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic
-from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.describe_configs import (

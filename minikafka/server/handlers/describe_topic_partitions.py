@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import uuid
 
-from minikafka.controller.topics import INTERNAL_TOPICS
-from minikafka.metadata_cache import NO_LEADER, PartitionMetadata, TopicMetadata
+from minikafka.metadata.cache import NO_LEADER, PartitionMetadata, TopicMetadata
+from minikafka.metadata.topics import INTERNAL_TOPICS
 from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import authorized_operations, may_on_topic

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from minikafka.metadata_cache import PartitionMetadata
+from minikafka.metadata.cache import PartitionMetadata
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller

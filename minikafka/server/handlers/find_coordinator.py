@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from minikafka.controller.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group

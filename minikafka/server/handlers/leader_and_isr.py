@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+from minikafka.replica.leadership import PartitionCommand
 from minikafka.server.context import BrokerContext
-from minikafka.server.controller_commands import PartitionCommand
 from minikafka.server.handlers.controller_requests import refusal
 from protocol import Request
 from protocol.errors import ErrorCode

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import uuid
 
-from minikafka.controller.topics import INTERNAL_TOPICS, topic_name_error
-from minikafka.metadata_cache import NO_LEADER, PartitionMetadata, TopicMetadata
+from minikafka.controller.topics import topic_name_error
+from minikafka.metadata.cache import NO_LEADER, PartitionMetadata, TopicMetadata
+from minikafka.metadata.topics import INTERNAL_TOPICS
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic

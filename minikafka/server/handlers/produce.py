@@ -8,11 +8,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 
-from minikafka.repeated_log import RepeatedLog
 from minikafka.replica.replica_manager import ProduceResult, now_ms
 from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
+from minikafka.server.repeated_log import RepeatedLog
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.produce import (

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from minikafka.replica.leadership import StopCommand
 from minikafka.server.context import BrokerContext
-from minikafka.server.controller_commands import StopCommand
 from minikafka.server.handlers.controller_requests import refusal
 from protocol import Request
 from protocol.typed.stop_replica import StopReplicaRequestView, StopReplicaResponse

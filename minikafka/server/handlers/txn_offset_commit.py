@@ -5,7 +5,7 @@ commit (KIP-447)."""
 
 from __future__ import annotations
 
-from minikafka.coordinator_topic import TxnProducer
+from minikafka.coordinator.topic import TxnProducer
 from minikafka.group.coordinator import CommitEntry
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from minikafka.metadata_cache import BrokerInfo, PartitionMetadata
+from minikafka.metadata.cache import BrokerInfo, PartitionMetadata
 from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import PartitionUpdate
 from minikafka.server.handlers.controller_requests import refusal

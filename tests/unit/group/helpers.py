@@ -6,7 +6,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 
-from minikafka.coordinator_topic import LoggedRecord, TxnProducer
+from minikafka.coordinator.topic import LoggedRecord, TxnProducer
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest
 from minikafka.group.schemas import CONSUMER_SUBSCRIPTION
 from protocol.errors import ErrorCode

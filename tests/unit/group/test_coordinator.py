@@ -7,7 +7,7 @@ import dataclasses
 import threading
 from typing import Any
 
-from minikafka.coordinator_topic import TxnProducer
+from minikafka.coordinator.topic import TxnProducer
 from minikafka.group.coordinator import (
     CommitEntry,
     CoordinatorConfig,

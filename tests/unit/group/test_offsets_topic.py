@@ -11,17 +11,17 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.embedded import INTERNAL_TOPICS, OFFSETS_TOPIC, EmbeddedController
-from minikafka.controller.metadata_store import LocalMetadataStore
-from minikafka.coordinator_topic import CoordinatorTopic, TxnProducer
+from minikafka.coordinator.topic import CoordinatorTopic, TxnProducer
 from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
 from minikafka.group.schemas import GroupKey, OffsetKey, decode_key, decode_offset_value
+from minikafka.metadata.store import LocalMetadataStore
 from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.replica.topic_config import log_config_for
 from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
-from minikafka.topic_config import log_config_for
 from protocol.errors import ErrorCode
 from protocol.record_codec import ControlMarker
 from protocol.records import iter_batches

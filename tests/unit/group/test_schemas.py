@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
+from minikafka.coordinator.records import RecordFormatError, java_string_hash, offsets_partition_for
 from minikafka.group.schemas import (
     CONSUMER_ASSIGNMENT,
     CONSUMER_SUBSCRIPTION,
@@ -13,7 +14,6 @@ from minikafka.group.schemas import (
     OFFSET_COMMIT_VALUE,
     GroupKey,
     OffsetKey,
-    RecordFormatError,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -21,8 +21,6 @@ from minikafka.group.schemas import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    java_string_hash,
-    offsets_partition_for,
     subscribed_topics,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from minikafka.replica.replica_manager import IsrProposal, Partition
+from minikafka.replica.partition import IsrProposal, Partition
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import Log, LogConfig

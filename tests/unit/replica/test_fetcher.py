@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager, may_fetch_ahead
-from minikafka.replica.replica_manager import IsrProposal, Partition, ReplicaManager
+from minikafka.replica.partition import IsrProposal, Partition
+from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import LogConfig
 from minikafka.storage.log_manager import LogManager

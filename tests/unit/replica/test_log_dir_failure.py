@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.controller.embedded import EmbeddedController
-from minikafka.controller.metadata_store import NO_LEADER, LocalMetadataStore
+from minikafka.metadata.store import NO_LEADER, LocalMetadataStore
 from minikafka.replica.log_dir_failure import LogDirFailureHandler, describe_error
 from minikafka.replica.replica_manager import FetchRequestPartition, ReplicaManager
+from minikafka.replica.topic_config import log_config_for
 from minikafka.server.handlers.metadata import describe_topic
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager, check_log_dirs
-from minikafka.topic_config import log_config_for
 from protocol.errors import ErrorCode
 from tests.unit.storage.helpers import make_batch
 

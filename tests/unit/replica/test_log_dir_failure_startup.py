@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from minikafka.cli import main as cli_main
-from minikafka.controller.metadata_store import METADATA_FILE, NO_LEADER, LocalMetadataStore
+from minikafka.metadata.store import METADATA_FILE, NO_LEADER, LocalMetadataStore
 from minikafka.storage.errors import NoLiveLogDirError
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import LogConfig

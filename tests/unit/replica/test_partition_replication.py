@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from minikafka.controller import elections
-from minikafka.replica.replica_manager import IsrProposal, Partition, Role
+from minikafka.replica.partition import IsrProposal, Partition, Role
 from tests.unit.replica.helpers import leader_partition, recorded_proposals
 from tests.unit.storage.helpers import make_batch
 

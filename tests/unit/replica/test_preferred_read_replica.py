@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.metadata_cache import BrokerInfo, MetadataCache
+from minikafka.metadata.cache import BrokerInfo, MetadataCache
 from minikafka.replica.replica_manager import FetchRequestPartition, FetchResultPartition, ReplicaManager
 from minikafka.replica.replica_selector import ClientMetadata, RackAwareReplicaSelector
 from minikafka.storage.failure_channel import LogDirFailureChannel

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from minikafka.config import DEFINITIONS, BrokerConfig, ConfigError, dynamic_keys
+from minikafka.config.broker import DEFINITIONS, BrokerConfig, ConfigError, dynamic_keys
 from minikafka.replica.replica_manager import FetchRequestPartition, ReplicaManager
 from minikafka.replica.replication_quota import (
     BURST_SECONDS,
@@ -24,10 +24,10 @@ from minikafka.replica.replication_quota import (
     ThrottledReplicas,
     parse_throttled_replicas,
 )
+from minikafka.replica.topic_config import InvalidTopicConfig, validate_topic_configs
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import LogConfig
 from minikafka.storage.log_manager import LogManager
-from minikafka.topic_config import InvalidTopicConfig, validate_topic_configs
 from protocol.errors import ErrorCode
 from tests.unit.storage.helpers import make_batch
 

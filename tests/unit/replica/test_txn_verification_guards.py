@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.config import BrokerConfig
+from minikafka.config.broker import BrokerConfig
 from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.replica.topic_config import log_config_for
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log_manager import LogManager
-from minikafka.topic_config import log_config_for
 from protocol.errors import ErrorCode
 from protocol.record_codec import ControlMarker
 from tests.unit.storage.helpers import make_batch

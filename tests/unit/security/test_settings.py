@@ -2,7 +2,7 @@
 
 import pytest
 
-from minikafka.config import BrokerConfig, ConfigError
+from minikafka.config.broker import BrokerConfig, ConfigError
 from minikafka.security.manager import BrokerSecurity
 from minikafka.security.tls import openssl_cipher_name
 

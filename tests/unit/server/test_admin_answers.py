@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.metadata_cache import NO_LEADER, PartitionMetadata
+from minikafka.metadata.cache import NO_LEADER, PartitionMetadata
 from minikafka.server.handlers.describe_client_quotas import (
     MATCH_ANY,
     MATCH_DEFAULT,

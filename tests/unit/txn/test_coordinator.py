@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Iterator, Sequence
 
-from minikafka.coordinator_topic import LoggedRecord
+from minikafka.coordinator.topic import LoggedRecord
+from minikafka.replica.waits import CURRENT_SCOPE, WaitScope, client_gone
 from minikafka.txn.coordinator import TransactionCoordinator, TxnCoordinatorConfig
 from minikafka.txn.state import TxnState, decode_txn_key, decode_txn_value, encode_txn_value
-from minikafka.waits import CURRENT_SCOPE, WaitScope, client_gone
 from protocol.errors import ErrorCode as E
 
 TXN = "orders-pipeline"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from minikafka.kafka_broker_keys import (
+from minikafka.config.kafka_broker_keys import (
     CLUSTER_LEVEL_LISTENER_KEYS,
     KAFKA_DYNAMIC_DEFINED,
     KAFKA_DYNAMIC_UNDEFINED,

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from minikafka.metadata_cache import MetadataCache
+from minikafka.metadata.cache import MetadataCache
 from minikafka.replica.replica_manager import ProduceResult, ReplicaManager, now_ms
 from minikafka.storage.errors import OffsetOutOfRangeError
 from protocol.errors import ErrorCode

@@ -3,8 +3,8 @@
 Facts read off a Kafka 3.9 broker (its DescribeConfigs and its answers to AlterConfigs): which
 keys it updates at run time, which it refuses as static, which only a broker id (not the cluster
 default) may carry, and which only a listener prefix may carry. minikafka answers AlterConfigs
-as Kafka does with them; config.py says which of the dynamic ones minikafka acts on. No imports:
-config.py builds on this module.
+as Kafka does with them; broker.py says which of the dynamic ones minikafka acts on. No imports:
+broker.py builds on this module.
 """
 
 from __future__ import annotations

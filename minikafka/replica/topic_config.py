@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.config import (
+from minikafka.config.broker import (
     DEFINITIONS,
     BrokerConfig,
     ConfigSource,
@@ -15,7 +15,7 @@ from minikafka.config import (
     format_value,
     parse_cleanup_policy,
 )
-from minikafka.controller.topics import OFFSETS_TOPIC
+from minikafka.metadata.topics import OFFSETS_TOPIC
 from minikafka.replica.replication_quota import parse_throttled_replicas
 from minikafka.storage.log import LogConfig
 
