@@ -1,0 +1,248 @@
+"""KIP-848 consumer groups on the coordinator, with an in-memory store and a manual clock:
+reconciliation, fencing, timeouts, static members, persistence and offsets. No I/O."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from minikafka.group import consumer_records
+from minikafka.group.consumer_group import (
+    ConsumerGroupConfig,
+    ConsumerGroups,
+    CurrentAssignment,
+    HeartbeatRequest,
+    HeartbeatResult,
+    MemberState,
+    TopicInfo,
+    reconcile,
+)
+from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
+from protocol.errors import ErrorCode
+from tests.unit.group.helpers import ManualScheduler, MemoryStore
+
+T = uuid.UUID(int=7)
+U = uuid.UUID(int=8)
+TOPICS = {"t": TopicInfo(T, "t", 4), "u": TopicInfo(U, "u", 2), "__consumer_offsets": TopicInfo(uuid.UUID(int=9),
+                                                                                                  "__consumer_offsets", 3)}
+SESSION_MS, REBALANCE_MS = 10_000, 20_000
+
+
+def _coordinator(store: MemoryStore | None = None, scheduler: ManualScheduler | None = None,
+                 ) -> tuple[GroupCoordinator, ConsumerGroups, MemoryStore, ManualScheduler]:
+    store = store or MemoryStore()
+    scheduler = scheduler or ManualScheduler()
+    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), store, scheduler,
+                                   ConsumerGroupConfig(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500))
+    coordinator.load()
+    return coordinator, coordinator.consumer_groups, store, scheduler
+
+
+class Client:
+    """What a consumer does: it owns what the last answer gave it, and revokes what it lost."""
+
+    def __init__(self, groups: ConsumerGroups, member_id: str, topics: tuple[str, ...] = ("t",),
+                 regex: str | None = None, instance_id: str | None = None, assignor: str | None = None) -> None:
+        self.groups, self.member_id, self.epoch = groups, member_id, 0
+        self.topics, self.regex, self.instance_id, self.assignor = topics, regex, instance_id, assignor
+        self.owned: dict[uuid.UUID, frozenset[int]] = {}
+
+    def beat(self, epoch: int | None = None, owned: Mapping[uuid.UUID, frozenset[int]] | None = None,
+             topics: Mapping[str, TopicInfo] = TOPICS) -> HeartbeatResult:
+        joining = self.epoch == 0 if epoch is None else epoch == 0
+        result = self.groups.heartbeat(HeartbeatRequest(
+            "g", self.member_id, self.epoch if epoch is None else epoch, instance_id=self.instance_id,
+            rebalance_timeout_ms=REBALANCE_MS if joining else -1,
+            subscribed_topic_names=(() if self.regex else self.topics) if joining else None,
+            subscribed_topic_regex=self.regex if joining else None, server_assignor=self.assignor,
+            owned=self.owned if owned is None else owned, client_id=self.member_id), topics)
+        if result.error == ErrorCode.NONE:
+            self.epoch = result.member_epoch
+            if result.assignment is not None:
+                self.owned = dict(result.assignment)
+        return result
+
+    def partitions(self) -> set[int]:
+        return set(self.owned.get(T, ()))
+
+
+def _no_partition_twice(clients: list[Client]) -> None:
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for client in clients:
+        mine = {(topic, p) for topic, parts in client.owned.items() for p in parts}
+        assert not seen & mine, f"{client.member_id} owns a partition another member owns"
+        seen |= mine
+
+
+def _settle(clients: list[Client], rounds: int = 6) -> None:
+    for _ in range(rounds):
+        for client in clients:
+            assert client.beat().error == ErrorCode.NONE
+            _no_partition_twice(clients)
+
+
+def test_a_partition_goes_to_its_new_owner_only_after_the_old_one_revoked_it() -> None:
+    _, groups, _, _ = _coordinator()
+    a, b = Client(groups, "a"), Client(groups, "b")
+    first = a.beat()
+    assert (first.error, first.member_epoch, a.partitions()) == (ErrorCode.NONE, 1, {0, 1, 2, 3})
+    joined = b.beat()
+    # b is in the new epoch but gets nothing a still owns.
+    assert joined.member_epoch == 2 and b.partitions() == set()
+    group = groups.groups["g"]
+    revoking = set(group.targets["a"].get(T, ())) ^ {0, 1, 2, 3}
+    # a's heartbeat that still owns everything: told to keep only its target, epoch unchanged.
+    answer = a.beat()
+    assert answer.member_epoch == 1 and a.partitions() == {0, 1, 2, 3} - revoking
+    assert groups.groups["g"].member_assignment("a").state == MemberState.UNREVOKED_PARTITIONS
+    assert b.beat().assignment is None and b.partitions() == set()  # a has not acknowledged yet
+    assert a.beat().member_epoch == 2  # its owned partitions show the revocation done
+    b.beat()
+    assert b.partitions() == revoking
+    _no_partition_twice([a, b])
+    assert groups.groups["g"].state().value == "Stable"
+
+
+def test_members_leaving_hand_their_partitions_to_the_others() -> None:
+    _, groups, _, _ = _coordinator()
+    clients = [Client(groups, name) for name in "abc"]
+    _settle(clients)
+    assert sorted(len(c.partitions()) for c in clients) == [1, 1, 2]
+    left = clients[0].beat(epoch=-1)
+    assert (left.error, left.member_epoch) == (ErrorCode.NONE, -1)
+    _settle(clients[1:])
+    assert clients[1].partitions() | clients[2].partitions() == {0, 1, 2, 3}
+
+
+def test_stale_and_unknown_members_are_fenced() -> None:
+    _, groups, _, _ = _coordinator()
+    a, b = Client(groups, "a"), Client(groups, "b")
+    _settle([a, b])
+    assert a.beat(epoch=a.epoch + 1).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert a.beat(epoch=a.epoch - 1, owned={T: frozenset({0, 1, 2, 3})}).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert Client(groups, "nobody").beat(epoch=3).error == ErrorCode.UNKNOWN_MEMBER_ID
+    # A member that missed the answer moving it on may come back with its previous epoch.
+    previous = groups.groups["g"].member_assignment("b").previous_member_epoch
+    assert b.beat(epoch=previous, owned={}).error == ErrorCode.NONE
+
+
+def test_a_silent_member_expires_and_one_that_does_not_revoke_is_removed() -> None:
+    _, groups, _, scheduler = _coordinator()
+    a, b = Client(groups, "a"), Client(groups, "b")
+    _settle([a, b])
+    scheduler.advance(SESSION_MS - 1)
+    b.beat()
+    scheduler.advance(2)
+    assert set(groups.groups["g"].members) == {"b"}
+    b.beat()
+    assert b.partitions() == {0, 1, 2, 3}
+    # c joins; b must revoke half but never acknowledges: it is removed after its rebalance timeout.
+    c = Client(groups, "c")
+    c.beat()
+    b.beat()
+    assert groups.groups["g"].member_assignment("b").state == MemberState.UNREVOKED_PARTITIONS
+    for _ in range(REBALANCE_MS // 5000):
+        scheduler.advance(5000)
+        c.beat()
+        b.beat(owned={T: frozenset({0, 1, 2, 3})})  # still owns what it should give up
+    assert "b" not in groups.groups["g"].members
+    c.beat()
+    assert c.partitions() == {0, 1, 2, 3}
+
+
+def test_a_static_member_comes_back_under_a_new_id_with_its_partitions() -> None:
+    _, groups, _, _ = _coordinator()
+    a, b = Client(groups, "a1", instance_id="host-a"), Client(groups, "b", instance_id="host-b")
+    _settle([a, b])
+    held, epoch = a.partitions(), groups.groups["g"].epoch
+    assert Client(groups, "a2", instance_id="host-a").beat().error == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert a.beat(epoch=-2).member_epoch == -2
+    back = Client(groups, "a2", instance_id="host-a")
+    answer = back.beat()
+    assert answer.error == ErrorCode.NONE and back.partitions() == held
+    assert groups.groups["g"].epoch == epoch and "a1" not in groups.groups["g"].members
+
+
+def test_regex_subscriptions_skip_internal_topics_and_match_whole_names() -> None:
+    _, groups, _, _ = _coordinator()
+    client = Client(groups, "a", regex=".*")
+    client.beat()
+    assert set(client.owned) == {T, U}
+    other = Client(groups, "b", regex="t|x")
+    other.beat()
+    assert set(groups.groups["g"].targets["b"]) <= {T}
+    bad = Client(groups, "c", regex="(").beat()
+    assert bad.error == ErrorCode.INVALID_REGULAR_EXPRESSION
+
+
+def test_new_partitions_bump_the_group_epoch() -> None:
+    _, groups, _, _ = _coordinator()
+    client = Client(groups, "a")
+    client.beat()
+    grown = {**TOPICS, "t": TopicInfo(T, "t", 6)}
+    client.beat(topics=grown)
+    client.beat(topics=grown)
+    assert client.partitions() == set(range(6)) and client.epoch == 2
+
+
+def test_the_group_survives_a_coordinator_failover() -> None:
+    coordinator, groups, store, scheduler = _coordinator()
+    a, b = Client(groups, "a"), Client(groups, "b")
+    a.beat()
+    b.beat()
+    a.beat()  # a is revoking now
+    before = groups.groups["g"]
+    _, loaded, _, _ = _coordinator(store, ManualScheduler(scheduler.now))
+    after = loaded.groups["g"]
+    assert (after.epoch, after.target_epoch, after.targets, after.current, after.members, after.topics) == (
+        before.epoch, before.target_epoch, before.targets, before.current, before.members, before.topics)
+    a.groups = b.groups = loaded
+    _settle([a, b])
+    assert a.partitions() | b.partitions() == {0, 1, 2, 3}
+
+
+def test_records_are_kafkas_types() -> None:
+    _, groups, store, _ = _coordinator()
+    Client(groups, "a").beat()
+    types = [int.from_bytes(r.key[:2], "big") for records in store.records.values() for r in records if r.key]
+    assert set(types) == {3, 4, 5, 6, 7, 8}
+    value = next(r.value for records in store.records.values() for r in records
+                 if r.key and r.key[:2] == b"\x00\x08" and r.value)
+    decoded = consumer_records.decode(next(r.key for records in store.records.values() for r in records
+                                           if r.key and r.key[:2] == b"\x00\x08"), value)
+    assert decoded.member_id == "a" and decoded.value is not None and decoded.value.member_epoch == 1
+
+
+def test_offset_commits_need_the_members_current_epoch() -> None:
+    coordinator, groups, _, _ = _coordinator()
+    client = Client(groups, "a")
+    client.beat()
+    entry = {("t", 0): CommitEntry(10, -1, "")}
+    assert coordinator.commit_offsets("g", client.epoch, "a", None, entry) == {("t", 0): ErrorCode.NONE}
+    assert coordinator.commit_offsets("g", client.epoch - 1, "a", None, entry) == {
+        ("t", 0): ErrorCode.STALE_MEMBER_EPOCH}
+    assert coordinator.commit_offsets("g", 1, "ghost", None, entry) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+    assert coordinator.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 10  # type: ignore[union-attr]
+
+
+def test_listing_describing_and_deleting() -> None:
+    coordinator, groups, _, _ = _coordinator()
+    client = Client(groups, "a")
+    client.beat()
+    assert coordinator.list_groups() == [
+        {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable", "group_type": "consumer"}]
+    assert coordinator.list_groups(types=["classic"]) == []
+    assert coordinator.describe_group("g") == (ErrorCode.NONE, None)
+    assert coordinator.delete_groups(["g"]) == {"g": ErrorCode.NON_EMPTY_GROUP}
+    client.beat(epoch=-1)
+    assert coordinator.list_groups(states=["empty"])[0]["group_state"] == "Empty"
+    assert coordinator.delete_groups(["g"]) == {"g": ErrorCode.NONE}
+    assert coordinator.list_groups() == []
+
+
+def test_reconcile_keeps_a_partition_another_member_still_holds() -> None:
+    current = CurrentAssignment(3, 2, MemberState.STABLE, {T: frozenset({0})}, {})
+    nxt = reconcile(current, 4, {T: frozenset({0, 1})}, {T: frozenset({0})}, lambda topic, p: p == 1)
+    assert (nxt.member_epoch, nxt.state, nxt.assigned) == (4, MemberState.UNRELEASED_PARTITIONS, {T: frozenset({0})})
+    released = reconcile(nxt, 4, {T: frozenset({0, 1})}, {T: frozenset({0})}, lambda topic, p: False)
+    assert (released.state, released.assigned) == (MemberState.STABLE, {T: frozenset({0, 1})})
