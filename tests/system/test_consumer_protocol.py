@@ -1,0 +1,209 @@
+"""KIP-848 consumer groups on a 3-broker cluster with confluent-kafka's group.protocol=consumer.
+
+Members (each its own process, tests/system/consumer_protocol_member.py) join and leave, one is
+killed with kill -9, and the broker coordinating the group is killed with kill -9, while a
+producer writes keyed records. Then, from the members' own event logs:
+- every partition is owned by one member at a time (its assign/revoke callbacks' timeline);
+- every acknowledged record is read, and none is read twice past an offset its reader committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from minikafka.group.schemas import offsets_partition_for
+from tests.integration.broker_process import wait_until
+from tests.system.cluster import Cluster
+from tests.system.load import ProducerRun
+from tests.system.zookeeper import ZooKeeperProcess
+
+TOPIC = "kip848-events"
+GROUP = "kip848-readers"
+PARTITIONS = 6
+OFFSETS_PARTITIONS = 6  # the system tests' offsets.topic.num.partitions
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("kip848")
+    zookeeper = ZooKeeperProcess(root / "zookeeper").start()
+    made = Cluster(root, zookeeper, overrides={"group.consumer.session.timeout.ms": "6000",
+                                              "group.consumer.heartbeat.interval.ms": "500"})
+    try:
+        yield made.start()
+    except BaseException:
+        print(made.stderr(), file=sys.stderr)
+        raise
+    finally:
+        made.close()
+        zookeeper.close()
+
+
+@dataclass
+class Member:
+    """A member process and what its event log says."""
+
+    name: str
+    events_path: Path
+    process: subprocess.Popen[bytes]
+    killed_at: float | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, cluster: Cluster, directory: Path, name: str) -> Member:
+        path = directory / f"{name}.jsonl"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.system.consumer_protocol_member", cluster.bootstrap, GROUP, TOPIC, name,
+             str(path)], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(directory / f"{name}.stderr", "wb"), env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        return cls(name, path, process)
+
+    def read(self) -> list[dict[str, Any]]:
+        if self.events_path.exists():
+            lines = self.events_path.read_text(encoding="utf-8").splitlines()
+            # A process killed mid-write may leave half a line.
+            self.events = [json.loads(line) for line in lines if line.endswith("}")]
+        return self.events
+
+    def owned(self) -> set[int]:
+        owned: set[int] = set()
+        for event in self.read():
+            if event["e"] == "assign":
+                owned |= set(event["p"])
+            elif event["e"] in ("revoke", "lost"):
+                owned -= set(event["p"])
+        return owned
+
+    def read_count(self) -> int:
+        return sum(len(e["r"]) for e in self.read() if e["e"] == "read")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            finally:
+                if self.process.poll() is None:
+                    self.process.kill()
+                    self.process.wait(10)
+
+    def kill9(self) -> None:
+        self.killed_at = time.time()
+        self.process.kill()
+        self.process.wait(10)
+
+
+def _intervals(members: list[Member], end: float) -> dict[int, list[tuple[float, float, str]]]:
+    """Per partition, the (from, to, member) spans each member owned it, from its callbacks. A
+    killed member's spans end when it was killed."""
+    spans: dict[int, list[tuple[float, float, str]]] = {p: [] for p in range(PARTITIONS)}
+    for member in members:
+        since: dict[int, float] = {}
+        for event in member.read():
+            if event["e"] == "assign":
+                for p in event["p"]:
+                    since[p] = event["t"]
+            elif event["e"] in ("revoke", "lost"):
+                for p in event["p"]:
+                    spans[p].append((since.pop(p), event["t"], member.name))
+        for p, start in since.items():
+            spans[p].append((start, member.killed_at or end, member.name))
+    return spans
+
+
+def _check(members: list[Member], producer: ProducerRun) -> None:
+    for partition, spans in _intervals(members, time.time()).items():
+        spans.sort()
+        held_until, holder = 0.0, ""
+        for start, end, owner in spans:
+            assert held_until <= start, f"partition {partition} owned by {holder} and {owner} at once"
+            if end > held_until:
+                held_until, holder = end, owner
+    readings: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    committed_by: dict[str, dict[int, int]] = {}
+    for member in members:
+        last: dict[int, int] = {}
+        for event in member.read():
+            if event["e"] == "read":
+                for partition, offset, key in event["r"]:
+                    readings.setdefault((partition, offset), []).append((member.name, key))
+            elif event["e"] == "commit":
+                for partition, offset in event["c"].items():
+                    last[int(partition)] = max(last.get(int(partition), -1), offset)
+        committed_by[member.name] = last
+    acked = {(p, o): key.decode() for key, (p, o) in producer.acked.items()}
+    missing = set(acked) - set(readings)
+    assert not missing, f"{len(missing)} acknowledged records never read, e.g. {sorted(missing)[:5]}"
+    wrong = [(where, reads) for where, reads in readings.items()
+             if any(key != acked.get(where, key) for _, key in reads)]
+    assert not wrong, f"records read are not what was written: {wrong[:3]}"
+    # Read twice: fine only by a reader that had not committed past it (a killed member, a
+    # commit that failed); a reader that committed past it handed it on, so no one reads it again.
+    twice = [(where, [name for name, _ in reads]) for where, reads in readings.items() if len(reads) > 1]
+    past_commit = [(where, names) for where, names in twice
+                   if any(committed_by[name].get(where[0], -1) > where[1] for name in names[:-1])]
+    assert not past_commit, f"records read again past a committed offset: {past_commit[:5]}"
+
+
+def _owners(members: list[Member]) -> dict[int, str]:
+    return {p: m.name for m in members if m.process.poll() is None for p in m.owned()}
+
+
+def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Cluster, tmp_path: Path) -> None:
+    cluster.create_topic(TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    producer = ProducerRun("confluent", cluster.bootstrap, TOPIC, PARTITIONS, pace_s=0.004).start()
+    members: list[Member] = []
+    try:
+        members += [Member.start(cluster, tmp_path, "m1"), Member.start(cluster, tmp_path, "m2")]
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
+                   interval=0.2, what="two members sharing all partitions")
+        members.append(Member.start(cluster, tmp_path, "m3"))
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
+                   interval=0.2, what="a third member given its share")
+        described = _describe(cluster)
+        assert described.type.name == "CONSUMER" and described.state.name == "STABLE" and len(described.members) == 3
+        members[0].stop()  # leaves the group
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members[1:]), 60,
+                   interval=0.2, what="the leaver's partitions taken over")
+        members[1].kill9()  # no leave: the group notices when its session times out
+        wait_until(lambda: set(_owners(members[2:])) == set(range(PARTITIONS)), 60, interval=0.2,
+                   what="the killed member's partitions taken over")
+        members.append(Member.start(cluster, tmp_path, "m4"))
+        wait_until(lambda: members[3].owned() and len(_owners(members)) == PARTITIONS, 60, interval=0.2,
+                   what="a fourth member given its share")
+        coordinator = cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS))
+        reading = sum(m.read_count() for m in members)
+        cluster.brokers[coordinator].kill9()
+        wait_until(lambda: sum(m.read_count() for m in members) > reading + 500, 90, interval=0.2,
+                   what="the group reading again after kill -9 of its coordinator")
+        assert cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS)) != coordinator
+        cluster.brokers[coordinator].start()
+        producer.stop()
+        wait_until(lambda: {(p, o) for p, o in producer.acked.values()} <= {
+            (p, o) for m in members for e in m.read() if e["e"] == "read" for p, o, _ in e["r"]}, 90,
+            interval=0.3, what="every acknowledged record read")
+    finally:
+        if not producer._stop.is_set():
+            producer.stop()
+        for member in members:
+            member.stop()
+    assert not producer.failed
+    _check(members, producer)
+
+
+def _describe(cluster: Cluster) -> Any:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return admin.describe_consumer_groups([GROUP])[GROUP].result(30)
