@@ -246,3 +246,24 @@ def test_reconcile_keeps_a_partition_another_member_still_holds() -> None:
     assert (nxt.member_epoch, nxt.state, nxt.assigned) == (4, MemberState.UNRELEASED_PARTITIONS, {T: frozenset({0})})
     released = reconcile(nxt, 4, {T: frozenset({0, 1})}, {T: frozenset({0})}, lambda topic, p: False)
     assert (released.state, released.assigned) == (MemberState.STABLE, {T: frozenset({0, 1})})
+
+
+def test_without_the_consumer_protocol_a_heartbeat_is_refused() -> None:
+    store, scheduler = MemoryStore(), ManualScheduler()
+    coordinator = GroupCoordinator(CoordinatorConfig(), store, scheduler, ConsumerGroupConfig(enabled=False))
+    result = Client(coordinator.consumer_groups, "a").beat()
+    assert result.error == ErrorCode.UNSUPPORTED_VERSION and "group.coordinator.rebalance.protocols" in (
+        result.message or "")
+    assert not any(store.records.values())
+
+
+def test_a_bad_first_heartbeat_is_an_invalid_request_that_says_why() -> None:
+    _, groups, _, _ = _coordinator()
+    no_subscription = groups.heartbeat(HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1000, owned={}), TOPICS)
+    assert no_subscription.error == ErrorCode.INVALID_REQUEST and "Subscribed" in (no_subscription.message or "")
+    no_id = groups.heartbeat(HeartbeatRequest("g", "", 0, rebalance_timeout_ms=1000, owned={},
+                                              subscribed_topic_names=("t",)), TOPICS)
+    assert no_id.error == ErrorCode.INVALID_REQUEST and "MemberId" in (no_id.message or "")
+    unknown = groups.heartbeat(HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1000, owned={},
+                                                subscribed_topic_names=("t",), server_assignor="sticky"), TOPICS)
+    assert unknown.error == ErrorCode.UNSUPPORTED_ASSIGNOR
