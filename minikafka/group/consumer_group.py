@@ -584,6 +584,8 @@ class ConsumerGroups:
         error = self._store(change)
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
+        if extra:
+            self._forget_classic(req.group_id)
         self._arm_session(staged, member_id)
         self._arm_rebalance(staged, member_id, after)
         if after.member_epoch != before.member_epoch or after.state != before.state:
@@ -593,6 +595,14 @@ class ConsumerGroups:
         send = full_request or after.assigned != before.assigned
         return HeartbeatResult(ErrorCode.NONE, None, member_id, after.member_epoch, self.config.heartbeat_interval_ms,
                                after.assigned if send else None)
+
+    def _forget_classic(self, group_id: str) -> None:
+        """The empty classic group became a consumer group: only its committed offsets stay."""
+        classic = self.coordinator.groups.get(group_id)
+        if classic is not None:
+            classic.protocol_type = classic.protocol_name = classic.leader_id = None
+            classic.generation_id = 0
+            log.info("empty classic group %s converted to a consumer group", group_id)
 
     def _join(self, change: _Change, req: HeartbeatRequest, member_id: str) -> bool:
         """A member joins (epoch 0); True if this changes the group's membership."""

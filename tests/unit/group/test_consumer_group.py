@@ -19,7 +19,7 @@ from minikafka.group.consumer_group import (
 )
 from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
 from protocol.errors import ErrorCode
-from tests.unit.group.helpers import ManualScheduler, MemoryStore
+from tests.unit.group.helpers import ManualScheduler, MemoryStore, join_request
 
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=8)
@@ -267,3 +267,26 @@ def test_a_bad_first_heartbeat_is_an_invalid_request_that_says_why() -> None:
     unknown = groups.heartbeat(HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1000, owned={},
                                                 subscribed_topic_names=("t",), server_assignor="sticky"), TOPICS)
     assert unknown.error == ErrorCode.UNSUPPORTED_ASSIGNOR
+
+
+async def test_an_empty_group_changes_protocol_with_its_next_member_and_keeps_its_offsets() -> None:
+    coordinator, groups, store, scheduler = _coordinator()
+    classic = await coordinator.join_group(join_request("g"))
+    joined = await coordinator.join_group(join_request("g", classic["member_id"]))
+    assert joined["error_code"] == ErrorCode.NONE
+    client = Client(groups, "a")
+    assert client.beat().error == ErrorCode.GROUP_ID_NOT_FOUND  # the classic group has a member
+    coordinator.leave_group("g", [(joined["member_id"], None)])
+    coordinator.commit_offsets("g", -1, "", None, {("t", 0): CommitEntry(5, -1, "")})
+    assert client.beat().error == ErrorCode.NONE
+    assert coordinator.list_groups() == [
+        {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable", "group_type": "consumer"}]
+    # Back to classic: refused while the consumer group has a member, done once it is empty.
+    refused = await coordinator.join_group(join_request("g"))
+    assert refused["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    client.beat(epoch=-1)
+    again = await coordinator.join_group(join_request("g"))
+    assert again["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+    assert coordinator.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5  # type: ignore[union-attr]
+    _, reloaded, _, _ = _coordinator(store, ManualScheduler(scheduler.now))
+    assert "g" not in reloaded.groups
