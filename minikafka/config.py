@@ -287,6 +287,11 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("group.consumer.assignors", _parse_list, ["uniform", "range"],
                   "server-side assignors of consumer-protocol groups, the first is the default",
                   lambda v: bool(v) and set(v) <= {"uniform", "range"}, "must name uniform and/or range"),
+        ConfigDef("group.consumer.migration.policy", lambda text: text.strip().lower(), "bidirectional",
+                  "whether a classic group is upgraded online when a member joins with the consumer protocol "
+                  "(upgrade, bidirectional) or not (disabled, downgrade; a consumer group is never downgraded)",
+                  lambda v: v in {"disabled", "upgrade", "downgrade", "bidirectional"},
+                  "must be disabled, upgrade, downgrade or bidirectional"),
         ConfigDef("group.consumer.max.size", _parse_int, 2**31 - 1, "most members a consumer-protocol group may have",
                   lambda v: v >= 1, "must be >= 1"),
         ConfigDef("log.dir.min.free.bytes", _parse_int, 0,

@@ -26,21 +26,28 @@ from __future__ import annotations
 
 import copy
 import enum
+import io
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from minikafka.group import consumer_records as records
 from minikafka.group.assignors import ASSIGNORS, AssignmentSpec, assign
-from minikafka.group.group import GroupState, TimerHandle
-from minikafka.group.schemas import RecordFormatError, encode_group_key
+from minikafka.group.group import Group, GroupState, TimerHandle
+from minikafka.group.schemas import (
+    CONSUMER_ASSIGNMENT,
+    CONSUMER_PROTOCOL_TYPE,
+    CONSUMER_SUBSCRIPTION,
+    RecordFormatError,
+    encode_group_key,
+)
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from minikafka.group.coordinator import GroupCoordinator
+    from minikafka.group.coordinator import GroupCoordinator, JoinRequest
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +96,14 @@ class MemberMetadata:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # A member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat), as after an online
+    # upgrade: its session timeout and the protocols (assignor name, subscription) it joined with.
+    classic_session_timeout_ms: int = -1
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+
+    @property
+    def is_classic(self) -> bool:
+        return self.classic_protocols is not None
 
 
 @dataclass(frozen=True)
@@ -123,19 +138,19 @@ def reconcile(current: CurrentAssignment, target_epoch: int, target: Partitions,
               owned_by_other: Any) -> CurrentAssignment:
     """The member's next current assignment (Kafka's CurrentAssignmentBuilder).
 
-    `owned` is what the member's heartbeat says it owns (None: not sent, so a pending
-    revocation cannot be taken as done); `owned_by_other(topic_id, partition)` whether
+    `owned` is what the member's heartbeat says it owns (None: not sent, so a revocation
+    cannot be taken as done); `owned_by_other(topic_id, partition)` whether
     another member still holds or is still revoking that partition."""
     if current.state == MemberState.UNREVOKED_PARTITIONS:
         if owned is None or _overlaps(owned, current.pending_revocation):
             return current
-        return _next(current.member_epoch, current.assigned, target_epoch, target, owned_by_other)
+        return _next(current.member_epoch, current.assigned, target_epoch, target, owned, owned_by_other)
     if current.state == MemberState.UNRELEASED_PARTITIONS or current.member_epoch != target_epoch:
-        return _next(current.member_epoch, current.assigned, target_epoch, target, owned_by_other)
+        return _next(current.member_epoch, current.assigned, target_epoch, target, owned, owned_by_other)
     return current
 
 
-def _next(member_epoch: int, assigned: Partitions, target_epoch: int, target: Partitions,
+def _next(member_epoch: int, assigned: Partitions, target_epoch: int, target: Partitions, owned: Partitions | None,
           owned_by_other: Any) -> CurrentAssignment:
     kept: dict[TopicId, set[int]] = {}
     revoking: dict[TopicId, set[int]] = {}
@@ -144,7 +159,9 @@ def _next(member_epoch: int, assigned: Partitions, target_epoch: int, target: Pa
         wanted = target.get(topic, frozenset())
         kept[topic] = set(parts & wanted)
         revoking[topic] = set(parts - wanted)
-    if any(revoking.values()):
+    # A member that says it no longer owns what it must give up (an eager classic member revokes
+    # everything before it rejoins) has nothing left to revoke.
+    if any(revoking.values()) and (owned is None or _overlaps(owned, _normalise(revoking))):
         return CurrentAssignment(member_epoch, member_epoch, MemberState.UNREVOKED_PARTITIONS,
                                  _normalise(kept), _normalise(revoking))
     for topic, wanted in target.items():
@@ -194,10 +211,13 @@ class ConsumerGroup:
             if value is None:
                 self.members.pop(member_id, None)
             else:
+                classic = value.classic_member_metadata
                 self.members[member_id] = MemberMetadata(
                     value.instance_id, value.rack_id, value.client_id, value.client_host,
                     tuple(value.subscribed_topic_names), value.subscribed_topic_regex, value.rebalance_timeout_ms,
-                    value.server_assignor)
+                    value.server_assignor,
+                    classic.session_timeout_ms if classic is not None else -1,
+                    None if classic is None else tuple((p.name, bytes(p.metadata)) for p in classic.supported_protocols))
         elif kind == records.TARGET_METADATA:
             self.target_epoch = value.assignment_epoch if value is not None else 0
         elif kind == records.TARGET_MEMBER:
@@ -277,6 +297,7 @@ class ConsumerGroupConfig:
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2**31 - 1
     enabled: bool = True  # "consumer" in group.coordinator.rebalance.protocols
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
     @classmethod
     def from_broker(cls, config: Any) -> ConsumerGroupConfig:
@@ -286,6 +307,7 @@ class ConsumerGroupConfig:
             assignors=tuple(config["group.consumer.assignors"]),
             max_size=config["group.consumer.max.size"],
             enabled="consumer" in config["group.coordinator.rebalance.protocols"],
+            migration_policy=config["group.consumer.migration.policy"],
         )
 
 
@@ -335,7 +357,11 @@ def _member_value(member: MemberMetadata) -> dict[str, Any]:
     return {"instance_id": member.instance_id, "rack_id": member.rack_id, "client_id": member.client_id,
             "client_host": member.client_host, "subscribed_topic_names": list(member.subscribed_topic_names),
             "subscribed_topic_regex": member.subscribed_topic_regex,
-            "rebalance_timeout_ms": member.rebalance_timeout_ms, "server_assignor": member.server_assignor}
+            "rebalance_timeout_ms": member.rebalance_timeout_ms, "server_assignor": member.server_assignor,
+            "classic_member_metadata": None if member.classic_protocols is None else {
+                "session_timeout_ms": member.classic_session_timeout_ms,
+                "supported_protocols": [{"name": name, "metadata": metadata}
+                                        for name, metadata in member.classic_protocols]}}
 
 
 def _current_value(current: CurrentAssignment) -> dict[str, Any]:
@@ -356,9 +382,12 @@ class ConsumerGroups:
     leads, and their timers. Committed offsets stay with the GroupCoordinator (its Group per
     group id), which asks `check_commit` whether a commit comes from a current member."""
 
-    def __init__(self, config: ConsumerGroupConfig, coordinator: GroupCoordinator) -> None:
+    def __init__(self, config: ConsumerGroupConfig, coordinator: GroupCoordinator,
+                 topics: Callable[[], Mapping[str, TopicInfo]] | None = None) -> None:
         self.config = config
         self.coordinator = coordinator
+        # The broker's topics by name, for classic members (whose JoinGroup names topics, not ids).
+        self.topics = topics or dict
         self.groups: dict[str, ConsumerGroup] = {}
         self._loading: dict[int, dict[str, ConsumerGroup]] = {}
         self._session_timers: dict[tuple[str, str], TimerHandle] = {}
@@ -427,7 +456,7 @@ class ConsumerGroups:
         if member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != group.member_assignment(member_id).member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if group.members[member_id].is_classic else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def list_groups(self, loaded: set[int]) -> list[tuple[str, str]]:
@@ -520,15 +549,25 @@ class ConsumerGroups:
                            f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
                            f"{', '.join(self.config.assignors)}.")
 
-    def _group_for(self, req: HeartbeatRequest) -> tuple[ConsumerGroup, list[KeyValue]]:
+    def _group_for(self, req: HeartbeatRequest) -> tuple[ConsumerGroup, list[KeyValue], Group | None]:
+        """The group, the records that take the place of a classic group of the same id, and
+        that classic group when its members are to be upgraded with it."""
         group = self.groups.get(req.group_id)
         if group is not None:
-            return group, []
+            return group, [], None
         classic = self.coordinator.groups.get(req.group_id)
         extra: list[KeyValue] = []
         if classic is not None and classic.state != GroupState.DEAD:
             if classic.state != GroupState.EMPTY:
-                raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+                if (req.member_epoch != 0 or classic.protocol_type != CONSUMER_PROTOCOL_TYPE
+                        or self.config.migration_policy not in ("upgrade", "bidirectional")):
+                    raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+                if len(classic.members) >= self.config.max_size:
+                    raise _Refused(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                   f"The consumer group has reached its maximum capacity of {self.config.max_size} "
+                                   "members.")
+                extra.append((encode_group_key(req.group_id), None))
+                return ConsumerGroup(req.group_id, classic.partition), extra, classic
             if classic.protocol_type is not None:
                 # An empty classic group becomes a consumer group; its offsets stay.
                 extra.append((encode_group_key(req.group_id), None))
@@ -536,12 +575,14 @@ class ConsumerGroups:
             # Kafka answers so (not GROUP_ID_NOT_FOUND): the member rejoins, e.g. after a failover
             # that lost the group's last records.
             raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Consumer group {req.group_id} not found.")
-        return ConsumerGroup(req.group_id, self.coordinator.partition_for(req.group_id)), extra
+        return ConsumerGroup(req.group_id, self.coordinator.partition_for(req.group_id)), extra, None
 
     def _heartbeat(self, req: HeartbeatRequest, topics: Mapping[str, TopicInfo]) -> HeartbeatResult:
-        group, extra = self._group_for(req)
+        group, extra, upgraded = self._group_for(req)
         change = _Change(group.copy())
         change.records.extend(extra)
+        if upgraded is not None:
+            self._take_over_classic_members(change, upgraded, topics)
         member_id = req.member_id or f"{uuid.uuid4()}"
         if req.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
             return self._leave(group, change, req)
@@ -585,7 +626,15 @@ class ConsumerGroups:
         if error != ErrorCode.NONE:
             return HeartbeatResult(error)
         if extra:
-            self._forget_classic(req.group_id)
+            self.coordinator.detach_classic_members(req.group_id)
+            if upgraded is not None:
+                log.info("classic group %s upgraded online to a consumer group with its %d member(s), as %s joined "
+                         "with the consumer protocol", req.group_id, len(upgraded.members), member_id)
+                for other in staged.members:
+                    if other != member_id:
+                        self._arm_session(staged, other)
+            else:
+                log.info("empty classic group %s converted to a consumer group", req.group_id)
         self._arm_session(staged, member_id)
         self._arm_rebalance(staged, member_id, after)
         if after.member_epoch != before.member_epoch or after.state != before.state:
@@ -596,13 +645,23 @@ class ConsumerGroups:
         return HeartbeatResult(ErrorCode.NONE, None, member_id, after.member_epoch, self.config.heartbeat_interval_ms,
                                after.assigned if send else None)
 
-    def _forget_classic(self, group_id: str) -> None:
-        """The empty classic group became a consumer group: only its committed offsets stay."""
-        classic = self.coordinator.groups.get(group_id)
-        if classic is not None:
-            classic.protocol_type = classic.protocol_name = classic.leader_id = None
-            classic.generation_id = 0
-            log.info("empty classic group %s converted to a consumer group", group_id)
+    def _take_over_classic_members(self, change: _Change, classic: Group, topics: Mapping[str, TopicInfo]) -> None:
+        """Kafka's online upgrade: the classic group's members become classic members of the
+        consumer group, each keeping what its last assignment gave it, at the group's generation."""
+        generation = classic.generation_id
+        change.write(records.METADATA, None, {"epoch": generation})
+        for member in classic.members.values():
+            protocols = tuple((name, bytes(metadata)) for name, metadata in member.protocols)
+            names, _ = _read_subscription(member.metadata_for(classic.protocol_name), topics)
+            assigned = _read_assignment(member.assignment, topics)
+            change.write(records.MEMBER_METADATA, member.member_id, _member_value(MemberMetadata(
+                member.group_instance_id, None, member.client_id, member.client_host, names, None,
+                member.rebalance_timeout_ms, None, member.session_timeout_ms, protocols)))
+            change.write(records.TARGET_MEMBER, member.member_id, {"topic_partitions": records.topic_partitions(assigned)})
+            change.write(records.CURRENT_MEMBER, member.member_id, _current_value(
+                CurrentAssignment(generation, generation - 1, MemberState.STABLE, assigned, EMPTY)))
+        self._refresh_topics(change, topics)
+        change.write(records.TARGET_METADATA, None, {"assignment_epoch": generation})
 
     def _join(self, change: _Change, req: HeartbeatRequest, member_id: str) -> bool:
         """A member joins (epoch 0); True if this changes the group's membership."""
@@ -748,6 +807,115 @@ class ConsumerGroups:
             self._drop(group.group_id)
         return ErrorCode.NONE
 
+    # Classic members (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) of a consumer group.
+
+    def classic_join(self, req: JoinRequest) -> dict[str, Any]:
+        """JoinGroup of a classic member of a consumer group: it is reconciled as a consumer-protocol
+        member is, the subscription's owned partitions standing for the heartbeat's, and answered at
+        once with its member epoch as the generation (no leader: the broker assigned)."""
+        group = self.groups[req.group_id]
+        member_id = req.member_id
+        if req.protocol_type != CONSUMER_PROTOCOL_TYPE or not req.protocols:
+            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if not member_id:
+            member_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
+            if req.require_known_member_id:
+                return _join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        existing = group.members.get(member_id)
+        if existing is not None and not existing.is_classic:
+            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        if existing is None and len(group.members) >= self.config.max_size:
+            return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
+        topics = self.topics()
+        names, owned = _read_subscription(req.protocols[0][1], topics)
+        updated = MemberMetadata(req.group_instance_id, None, req.client_id, req.client_host, names, None,
+                                 req.rebalance_timeout_ms, None, req.session_timeout_ms,
+                                 tuple((name, bytes(metadata)) for name, metadata in req.protocols))
+        change = _Change(group.copy())
+        bump = existing is None or existing.subscribed_topic_names != names
+        if updated != existing:
+            change.write(records.MEMBER_METADATA, member_id, _member_value(updated))
+        bump |= self._refresh_topics(change, topics)
+        if bump:
+            change.write(records.METADATA, None, {"epoch": change.group.epoch + 1})
+        self._update_target(change)
+        staged = change.group
+        before = staged.member_assignment(member_id)
+        after = reconcile(before, staged.target_epoch, staged.targets.get(member_id, EMPTY), owned,
+                          lambda topic, partition: staged.owners.get((topic, partition), member_id) != member_id)
+        if after != before or member_id not in group.current:
+            change.write(records.CURRENT_MEMBER, member_id, _current_value(after))
+        error = self._store(change)
+        if error != ErrorCode.NONE:
+            return _join_error(error, member_id)
+        if existing is None:
+            log.info("classic member %s joined consumer group %s", member_id, req.group_id)
+        self._arm_session(staged, member_id)
+        self._arm_rebalance(staged, member_id, after)
+        return {"error_code": ErrorCode.NONE, "generation_id": after.member_epoch,
+                "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": req.protocols[0][0], "leader": "",
+                "skip_assignment": False, "member_id": member_id, "members": []}
+
+    def _classic_member(self, group_id: str, member_id: str, generation_id: int) -> tuple[ErrorCode, MemberMetadata | None]:
+        group = self.groups[group_id]
+        member = group.members.get(member_id)
+        if member is None or not member.is_classic:
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        if generation_id != group.member_assignment(member_id).member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION, None
+        return ErrorCode.NONE, member
+
+    def classic_sync(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
+                     protocol_name: str | None) -> dict[str, Any]:
+        """SyncGroup of a classic member: its assigned partitions (not those it is revoking)."""
+        def refused(error: ErrorCode) -> dict[str, Any]:
+            return {"error_code": error, "protocol_type": None, "protocol_name": None, "assignment": b""}
+
+        error, member = self._classic_member(group_id, member_id, generation_id)
+        if member is None:
+            return refused(error)
+        assert member.classic_protocols is not None
+        if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+                protocol_name is not None and protocol_name not in {name for name, _ in member.classic_protocols}):
+            return refused(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        group = self.groups[group_id]
+        self._arm_session(group, member_id)
+        names = {info.topic_id: info.name for info in group.topics.values()}
+        assigned = group.member_assignment(member_id).assigned
+        assignment = CONSUMER_ASSIGNMENT.encode(0, {"assigned_partitions": [
+            {"topic": names[topic], "partitions": sorted(parts)} for topic, parts in assigned.items() if topic in names],
+            "user_data": None})
+        return {"error_code": ErrorCode.NONE, "protocol_type": CONSUMER_PROTOCOL_TYPE,
+                "protocol_name": protocol_name or member.classic_protocols[0][0], "assignment": assignment}
+
+    def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        """Heartbeat of a classic member: REBALANCE_IN_PROGRESS while its assignment is not its
+        target's, so that it joins again (and so reconciles)."""
+        error, member = self._classic_member(group_id, member_id, generation_id)
+        if member is None:
+            return error
+        group = self.groups[group_id]
+        self._arm_session(group, member_id)
+        current = group.member_assignment(member_id)
+        if current.state != MemberState.STABLE or current.member_epoch != group.target_epoch:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(self, group_id: str, leaving: Sequence[tuple[str, str | None]]) -> list[ErrorCode]:
+        results = []
+        for member_id, instance_id in leaving:
+            group = self.groups.get(group_id)
+            if group is None:
+                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            if not member_id and instance_id is not None:
+                member_id = group.static_member(instance_id) or ""
+            if member_id not in group.members:
+                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            results.append(self._remove_member(_Change(group.copy()), member_id, "left the group (LeaveGroup)"))
+        return results
+
     # Timers.
 
     def _arm_session(self, group: ConsumerGroup, member_id: str) -> None:
@@ -755,8 +923,11 @@ class ConsumerGroups:
         old = self._session_timers.pop(key, None)
         if old is not None:
             old.cancel()
+        member = group.members.get(member_id)
+        timeout = member.classic_session_timeout_ms if member is not None and member.is_classic \
+            else self.config.session_timeout_ms
         self._session_timers[key] = self.coordinator.scheduler.call_later(
-            self.config.session_timeout_ms, lambda: self._expire(key, "session timed out"))
+            timeout, lambda: self._expire(key, "session timed out"))
 
     def _arm_rebalance(self, group: ConsumerGroup, member_id: str, current: CurrentAssignment) -> None:
         key = (group.group_id, member_id)
@@ -807,6 +978,36 @@ class ConsumerGroups:
 
     def assignor_name(self, group: ConsumerGroup) -> str:
         return self._assignor(group)
+
+
+def _join_error(error: ErrorCode, member_id: str) -> dict[str, Any]:
+    return {"error_code": error, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+            "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+
+def _read_subscription(metadata: bytes, topics: Mapping[str, TopicInfo]) -> tuple[tuple[str, ...], Partitions | None]:
+    """A classic member's subscribed topic names and the partitions it says it owns (None before
+    subscription v1, which has no owned partitions)."""
+    try:
+        version = int.from_bytes(metadata[:2], "big", signed=True)
+        body = CONSUMER_SUBSCRIPTION.decode_body(min(max(version, 0), 3), io.BytesIO(metadata[2:]))
+    except (RecordFormatError, ValueError):
+        return (), None
+    owned: Partitions | None = None
+    if version >= 1:
+        owned = _normalise({topics[entry.topic].topic_id: entry.partitions
+                            for entry in body.owned_partitions if entry.topic in topics})
+    return tuple(sorted(body.topics)), owned
+
+
+def _read_assignment(assignment: bytes, topics: Mapping[str, TopicInfo]) -> Partitions:
+    try:
+        version = int.from_bytes(assignment[:2], "big", signed=True)
+        body = CONSUMER_ASSIGNMENT.decode_body(min(max(version, 0), 3), io.BytesIO(assignment[2:]))
+    except (RecordFormatError, ValueError):
+        return EMPTY
+    return _normalise({topics[entry.topic].topic_id: entry.partitions
+                       for entry in body.assigned_partitions if entry.topic in topics})
 
 
 def owned_from_wire(entries: Sequence[Any] | None) -> Partitions | None:

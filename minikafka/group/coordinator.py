@@ -18,7 +18,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,7 +26,7 @@ from prometheus_client import Counter, Gauge
 
 from minikafka.coordinator_topic import LoggedRecord, TxnProducer
 from minikafka.group import consumer_records
-from minikafka.group.consumer_group import ConsumerGroupConfig, ConsumerGroups
+from minikafka.group.consumer_group import ConsumerGroupConfig, ConsumerGroups, TopicInfo
 from minikafka.group.group import (
     Group,
     GroupState,
@@ -184,13 +184,14 @@ class GroupCoordinator:
     """Owns the groups (and their offsets) of the __consumer_offsets partitions this broker leads."""
 
     def __init__(self, config: CoordinatorConfig, store: GroupStore, scheduler: Scheduler,
-                 consumer_config: ConsumerGroupConfig | None = None) -> None:
+                 consumer_config: ConsumerGroupConfig | None = None,
+                 topics: Callable[[], Mapping[str, TopicInfo]] | None = None) -> None:
         self.config = config
         self.store = store
         self.scheduler = scheduler
         self.groups: dict[str, Group] = {}
         # KIP-848 groups; their committed offsets stay here, in a Group of the same id.
-        self.consumer_groups = ConsumerGroups(consumer_config or ConsumerGroupConfig(), self)
+        self.consumer_groups = ConsumerGroups(consumer_config or ConsumerGroupConfig(), self, topics)
         self.loaded_partitions: set[int] = set()
         for state in GroupState:
             if state != GroupState.DEAD:
@@ -344,6 +345,26 @@ class GroupCoordinator:
         self.consumer_groups.shutdown()
         self.loaded_partitions.clear()
 
+    def detach_classic_members(self, group_id: str) -> None:
+        """The group became a consumer-protocol group (its members, if any, moved there: Kafka's
+        online upgrade): waiting joins and syncs are told to rejoin, and only offsets stay here."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        _cancel(group.rebalance_timer)
+        group.rebalance_timer = None
+        for timer in group.pending_members.values():
+            _cancel(timer)
+        for member in group.members.values():
+            _release(member, ErrorCode.REBALANCE_IN_PROGRESS)
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        group.state = GroupState.EMPTY
+        group.protocol_type = group.protocol_name = group.leader_id = None
+        group.generation_id = 0
+
     def _unload(self, group: Group, error: ErrorCode) -> None:
         _cancel(group.rebalance_timer)
         group.rebalance_timer = None
@@ -380,6 +401,8 @@ class GroupCoordinator:
         if group.state == GroupState.DEAD:
             # Deleted meanwhile: the member looks the coordinator up again and retries.
             return join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
+        if self.consumer_groups.has_members(req.group_id):
+            return self.consumer_groups.classic_join(req)
         error = self.consumer_groups.convert_empty_to_classic(req.group_id)
         if error != ErrorCode.NONE:
             return join_error(error, req.member_id)
@@ -713,6 +736,8 @@ class GroupCoordinator:
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return sync_error(error)
+        if self.consumer_groups.has_members(group_id):
+            return self.consumer_groups.classic_sync(group_id, generation_id, member_id, protocol_type, protocol_name)
         group = self.groups.get(group_id)
         if group is None:
             return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -773,6 +798,8 @@ class GroupCoordinator:
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return error
+        if self.consumer_groups.has_members(group_id):
+            return self.consumer_groups.classic_heartbeat(group_id, generation_id, member_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -797,6 +824,8 @@ class GroupCoordinator:
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return error, []
+        if self.consumer_groups.has_members(group_id):
+            return ErrorCode.NONE, self.consumer_groups.classic_leave(group_id, leaving)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)

@@ -25,7 +25,7 @@ from minikafka.controller.metadata_store import LocalMetadataStore
 from minikafka.controller.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.coordinator_topic import CoordinatorTopic
-from minikafka.group.consumer_group import ConsumerGroupConfig
+from minikafka.group.consumer_group import ConsumerGroupConfig, TopicInfo
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.metadata_cache import MetadataCache
 from minikafka.net.client import BrokerClient, BrokerConnections
@@ -314,8 +314,11 @@ class Broker:
         loaded before clients connect."""
         store = CoordinatorTopic(self.replica_manager, self.metadata, OFFSETS_TOPIC,
                                  self.config["offsets.topic.num.partitions"])
+        metadata = self.metadata
         coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler(),
-                                       ConsumerGroupConfig.from_broker(self.config))
+                                       ConsumerGroupConfig.from_broker(self.config),
+                                       lambda: {name: TopicInfo(topic.topic_id, name, len(topic.partitions))
+                                                for name, topic in metadata.topics().items()})
         coordinator.load()
         self.failure_channel.add_listener(coordinator.on_log_dir_failure)
         log.info("group coordinator loaded %d group(s)", len(coordinator.groups))

@@ -3,6 +3,7 @@ reconciliation, fencing, timeouts, static members, persistence and offsets. No I
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Mapping
 
@@ -18,8 +19,9 @@ from minikafka.group.consumer_group import (
     reconcile,
 )
 from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
+from minikafka.group.schemas import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION
 from protocol.errors import ErrorCode
-from tests.unit.group.helpers import ManualScheduler, MemoryStore, join_request
+from tests.unit.group.helpers import ManualScheduler, MemoryStore, join_request, subscription
 
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=8)
@@ -275,18 +277,88 @@ async def test_an_empty_group_changes_protocol_with_its_next_member_and_keeps_it
     joined = await coordinator.join_group(join_request("g", classic["member_id"]))
     assert joined["error_code"] == ErrorCode.NONE
     client = Client(groups, "a")
-    assert client.beat().error == ErrorCode.GROUP_ID_NOT_FOUND  # the classic group has a member
     coordinator.leave_group("g", [(joined["member_id"], None)])
     coordinator.commit_offsets("g", -1, "", None, {("t", 0): CommitEntry(5, -1, "")})
     assert client.beat().error == ErrorCode.NONE
     assert coordinator.list_groups() == [
         {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable", "group_type": "consumer"}]
-    # Back to classic: refused while the consumer group has a member, done once it is empty.
-    refused = await coordinator.join_group(join_request("g"))
-    assert refused["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    # A classic member joins the consumer group as one of its members while it has some; once it
+    # is empty, the group goes back to classic.
+    as_member = await coordinator.join_group(join_request("g"))
+    assert as_member["error_code"] == ErrorCode.MEMBER_ID_REQUIRED and "g" in groups.groups
     client.beat(epoch=-1)
     again = await coordinator.join_group(join_request("g"))
     assert again["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
     assert coordinator.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5  # type: ignore[union-attr]
     _, reloaded, _, _ = _coordinator(store, ManualScheduler(scheduler.now))
     assert "g" not in reloaded.groups
+
+
+def _owned_subscription(topic: str, partitions: set[int]) -> bytes:
+    return CONSUMER_SUBSCRIPTION.encode(1, {"topics": [topic], "user_data": None,
+                                            "owned_partitions": [{"topic": topic, "partitions": sorted(partitions)}]})
+
+
+def _assigned(assignment: bytes) -> set[int]:
+    body = CONSUMER_ASSIGNMENT.decode_body(0, io.BytesIO(assignment[2:]))
+    return {p for entry in body.assigned_partitions for p in entry.partitions}
+
+
+async def test_a_classic_group_is_upgraded_online_as_a_member_joins_with_the_consumer_protocol() -> None:
+    store, scheduler = MemoryStore(), ManualScheduler()
+    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), store, scheduler,
+                                   ConsumerGroupConfig(session_timeout_ms=SESSION_MS), lambda: TOPICS)
+    groups = coordinator.consumer_groups
+    first = await coordinator.join_group(join_request("g"))
+    classic_id = first["member_id"]
+    joined = await coordinator.join_group(join_request("g", classic_id, protocols=[("cooperative-sticky",
+                                                                                       subscription("t"))]))
+    assignment = CONSUMER_ASSIGNMENT.encode(0, {"assigned_partitions": [{"topic": "t", "partitions": [0, 1, 2, 3]}],
+                                                "user_data": None})
+    synced = await coordinator.sync_group("g", joined["generation_id"], classic_id, None, None, None,
+                                          [(classic_id, assignment)])
+    assert synced["error_code"] == ErrorCode.NONE
+    generation = joined["generation_id"]
+    coordinator.commit_offsets("g", generation, classic_id, None, {("t", 0): CommitEntry(3, -1, "")})
+
+    newcomer = Client(groups, "n")
+    assert newcomer.beat().error == ErrorCode.NONE  # the group is now a consumer group with both members
+    group = groups.groups["g"]
+    assert set(group.members) == {classic_id, "n"} and group.members[classic_id].is_classic
+    assert newcomer.partitions() == set()  # the classic member still holds everything
+    assert coordinator.list_groups()[0]["group_type"] == "consumer"
+    # The classic member is told to rejoin; it gets what it keeps, revokes the rest, rejoins owning that.
+    assert coordinator.heartbeat("g", generation, classic_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
+    rejoin = await coordinator.join_group(join_request(
+        "g", classic_id, protocols=[("cooperative-sticky", _owned_subscription("t", {0, 1, 2, 3}))]))
+    assert rejoin["error_code"] == ErrorCode.NONE and rejoin["generation_id"] == generation
+    kept = _assigned((await coordinator.sync_group("g", generation, classic_id, None, "consumer",
+                                                   "cooperative-sticky", []))["assignment"])
+    assert len(kept) == 2
+    assert newcomer.beat().assignment is None  # not before the classic member revoked
+    again = await coordinator.join_group(join_request(
+        "g", classic_id, protocols=[("cooperative-sticky", _owned_subscription("t", kept))]))
+    assert again["generation_id"] == groups.groups["g"].target_epoch
+    assert coordinator.heartbeat("g", again["generation_id"], classic_id, None) == ErrorCode.NONE
+    newcomer.beat()
+    assert newcomer.partitions() == {0, 1, 2, 3} - kept
+    # Offsets: committed by the classic member at its member epoch; kept through the upgrade.
+    assert coordinator.commit_offsets("g", again["generation_id"], classic_id, None,
+                                      {("t", 0): CommitEntry(4, -1, "")}) == {("t", 0): ErrorCode.NONE}
+    assert coordinator.commit_offsets("g", generation - 1, classic_id, None,
+                                      {("t", 0): CommitEntry(4, -1, "")}) == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    # A failover keeps the classic member as such.
+    reloaded = GroupCoordinator(CoordinatorConfig(), store, ManualScheduler(scheduler.now), ConsumerGroupConfig(),
+                                lambda: TOPICS)
+    reloaded.load()
+    assert reloaded.consumer_groups.groups["g"].members == groups.groups["g"].members
+    left = coordinator.leave_group("g", [(classic_id, None)])
+    assert left == (ErrorCode.NONE, [ErrorCode.NONE]) and set(groups.groups["g"].members) == {"n"}
+
+
+async def test_without_the_migration_policy_a_classic_group_with_members_is_not_upgraded() -> None:
+    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), MemoryStore(), ManualScheduler(),
+                                   ConsumerGroupConfig(migration_policy="disabled"), lambda: TOPICS)
+    first = await coordinator.join_group(join_request("g"))
+    await coordinator.join_group(join_request("g", first["member_id"]))
+    assert Client(coordinator.consumer_groups, "n").beat().error == ErrorCode.GROUP_ID_NOT_FOUND
