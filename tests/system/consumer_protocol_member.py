@@ -1,6 +1,7 @@
 """One confluent-kafka consumer with group.protocol=consumer, run as its own process so that a
 test can kill it with kill -9: python -m tests.system.consumer_protocol_member BOOTSTRAP GROUP
-TOPIC NAME EVENTS_FILE.
+TOPIC NAME EVENTS_FILE [PROTOCOL]; PROTOCOL "classic" makes it a classic member
+(cooperative-sticky assignor, 6 s session), as before an online upgrade.
 
 It writes one JSON line per event to EVENTS_FILE, flushed at once (what a killed process wrote
 stays): {"t": wall time, "e": "assign"|"revoke"|"lost", "p": [partitions]}, {"e": "read",
@@ -19,7 +20,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 
 
-def main(bootstrap: str, group: str, topic: str, name: str, events_path: str) -> None:
+def main(bootstrap: str, group: str, topic: str, name: str, events_path: str, protocol: str = "consumer") -> None:
     stopping = False
 
     def stop(*_: Any) -> None:
@@ -32,8 +33,12 @@ def main(bootstrap: str, group: str, topic: str, name: str, events_path: str) ->
             events.write(json.dumps({"t": time.time(), **event}) + "\n")
             events.flush()
 
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
-                             "client.id": name, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+                                    "client.id": name, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        if protocol == "classic":
+            settings.update({"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
+                             "heartbeat.interval.ms": 500})
+        consumer = Consumer(settings)
         consumer.subscribe(
             [topic],
             on_assign=lambda _, parts: write({"e": "assign", "p": [p.partition for p in parts]}),
@@ -56,4 +61,4 @@ def main(bootstrap: str, group: str, topic: str, name: str, events_path: str) ->
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,11 +64,12 @@ class Member:
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def start(cls, cluster: Cluster, directory: Path, name: str) -> Member:
+    def start(cls, cluster: Cluster, directory: Path, name: str, group: str = GROUP, topic: str = TOPIC,
+              protocol: str = "consumer") -> Member:
         path = directory / f"{name}.jsonl"
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.system.consumer_protocol_member", cluster.bootstrap, GROUP, TOPIC, name,
-             str(path)], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "tests.system.consumer_protocol_member", cluster.bootstrap, group, topic, name,
+             str(path), protocol], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(directory / f"{name}.stderr", "wb"), env=dict(os.environ, PYTHONUNBUFFERED="1"))
         return cls(name, path, process)
 
@@ -109,7 +111,7 @@ class Member:
 def _intervals(members: list[Member], end: float) -> dict[int, list[tuple[float, float, str]]]:
     """Per partition, the (from, to, member) spans each member owned it, from its callbacks. A
     killed member's spans end when it was killed."""
-    spans: dict[int, list[tuple[float, float, str]]] = {p: [] for p in range(PARTITIONS)}
+    spans: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
     for member in members:
         since: dict[int, float] = {}
         for event in member.read():
@@ -145,6 +147,7 @@ def _check(members: list[Member], producer: ProducerRun) -> None:
                     last[int(partition)] = max(last.get(int(partition), -1), offset)
         committed_by[member.name] = last
     acked = {(p, o): key.decode() for key, (p, o) in producer.acked.items()}
+    assert acked, "nothing was produced"
     missing = set(acked) - set(readings)
     assert not missing, f"{len(missing)} acknowledged records never read, e.g. {sorted(missing)[:5]}"
     wrong = [(where, reads) for where, reads in readings.items()
@@ -204,6 +207,48 @@ def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Clus
     _check(members, producer)
 
 
-def _describe(cluster: Cluster) -> Any:
+def _await_sharing(members: list[Member], what: str) -> None:
+    def sharing() -> bool:
+        live = [m for m in members if m.process.poll() is None]
+        return len(_owners(live)) == PARTITIONS and all(m.owned() for m in live)
+    wait_until(sharing, 60, interval=0.2, what=what)
+
+
+def _describe(cluster: Cluster, group: str = GROUP) -> Any:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    return admin.describe_consumer_groups([GROUP])[GROUP].result(30)
+    return admin.describe_consumer_groups([group])[group].result(30)
+
+
+def test_a_classic_group_is_upgraded_member_by_member(cluster: Cluster, tmp_path: Path) -> None:
+    """Classic members (librdkafka's cooperative-sticky) restart one at a time with
+    group.protocol=consumer: the first turns the group into a consumer group with the classic
+    members in it (Kafka 4's online upgrade), and reading goes on throughout."""
+    topic, group = "kip848-upgrade", "kip848-upgraders"
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    producer = ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start()
+    members: list[Member] = []
+    try:
+        members += [Member.start(cluster, tmp_path, f"classic{i}", group, topic, "classic") for i in range(2)]
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
+                   interval=0.2, what="two classic members sharing all partitions")
+        for i in range(2):
+            # The restarted member comes back with the consumer protocol before the old one is gone,
+            # so the first one upgrades a group that still has classic members.
+            members.append(Member.start(cluster, tmp_path, f"upgraded{i}", group, topic, "consumer"))
+            _await_sharing(members, f"the classic and upgraded members sharing all partitions (step {i + 1})")
+            described = _describe(cluster, group)
+            assert described.type.name == "CONSUMER", described
+            assert {m.client_id for m in described.members} == {m.name for m in members if m.process.poll() is None}
+            members[i].stop()
+            _await_sharing(members, f"the partitions of classic{i} taken over")
+        producer.stop()
+        wait_until(lambda: {(p, o) for p, o in producer.acked.values()} <= {
+            (p, o) for m in members for e in m.read() if e["e"] == "read" for p, o, _ in e["r"]}, 90,
+            interval=0.3, what="every acknowledged record read")
+    finally:
+        if not producer._stop.is_set():
+            producer.stop()
+        for member in members:
+            member.stop()
+    assert not producer.failed
+    _check(members, producer)
