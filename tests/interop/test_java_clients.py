@@ -12,6 +12,8 @@ the broker assigning), and the AdminClient calls Kafka's tools make.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from minikafka.group.schemas import offsets_partition_for
 from tests.integration.broker_process import HOST, BrokerProcess, free_port
 from tests.integration.security import PLAIN_MODULE, SCRAM_MODULE, Certs, confluent_sasl, jaas
 from tests.interop.jvm import Scenario, check_exact, properties_file
@@ -256,6 +259,8 @@ def test_consumer_protocol_members_reconcile_incrementally(plaintext: Target, ja
         if scenario == "join-leave" and event == "revoked" and member == "a" and phase == "joined":
             b_given = [set(x["partitions"]) for x in run.lines if x.get("member") == "b" and x.get("event") == "assigned"]
             assert set(line["partitions"]) <= set().union(*b_given) and len(line["partitions"]) == 3, where
+    if scenario == "join-leave":
+        _kafka_reads_the_group_records(plaintext, java4, f"plain-kip848-{scenario}")
     if scenario == "static":
         # A static member that restarts (leaving with epoch -2) takes its place back at once: the
         # same partitions, and the other member sees nothing.
@@ -281,6 +286,25 @@ def test_consumer_protocol_members_reconcile_incrementally(plaintext: Target, ja
                 held[instance] = (before[0] | partitions, line["generation"])
             else:
                 held[instance] = (before[0] - partitions, line["generation"])
+
+
+def _kafka_reads_the_group_records(target: Target, java: Scenario, group: str) -> None:
+    """Kafka's own decoder of __consumer_offsets (kafka-dump-log --offsets-decoder) reads every
+    record the group's coordinator wrote for it, each of Kafka 4's consumer-group record types."""
+    partition = offsets_partition_for(group, int(BROKER_SETTINGS["offsets.topic.num.partitions"]))
+    segments = [str(p) for d in target.broker.log_dirs for p in sorted(d.glob(f"__consumer_offsets-{partition}/*.log"))]
+    dumped = java.kafka.run("org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(segments),
+                            "--offsets-decoder", "--print-data-log")
+    types: set[int] = set()
+    for line in dumped.stdout.splitlines():
+        match = re.search(r'key: (\{.*?\}\}) payload: (.*)$', line)
+        if match is None or json.loads(match.group(1))["data"].get("groupId") != group:
+            continue
+        record_type = int(json.loads(match.group(1))["type"])
+        payload = match.group(2)
+        assert payload == "<DELETE>" or json.loads(payload)["version"] == "0", line
+        types.add(record_type)
+    assert types == {3, 4, 5, 6, 7, 8}, dumped.stdout[-3000:]
 
 
 def test_transactions(target: Target, java4: Scenario) -> None:
