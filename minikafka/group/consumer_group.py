@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from minikafka.group import consumer_records as records
 from minikafka.group.assignors import ASSIGNORS, AssignmentSpec, assign
 from minikafka.group.group import Group, GroupState, TimerHandle
+from minikafka.group.results import GroupListing, JoinResult, SyncResult
 from minikafka.group.schemas import (
     CONSUMER_ASSIGNMENT,
     CONSUMER_PROTOCOL_TYPE,
@@ -459,8 +460,18 @@ class ConsumerGroups:
             return ErrorCode.ILLEGAL_GENERATION if group.members[member_id].is_classic else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
-    def list_groups(self, loaded: set[int]) -> list[tuple[str, str]]:
-        return [(g.group_id, g.state().value) for g in self.groups.values() if g.partition in loaded]
+    def list_groups(self, loaded: set[int], states: set[str], types: set[str]) -> list[GroupListing]:
+        """ListGroups' entries of the consumer groups (`states` and `types` lower-case filters, empty
+        for all)."""
+        if types and CONSUMER_GROUP_TYPE not in types:
+            return []
+        listed: list[GroupListing] = []
+        for group in self.groups.values():
+            state = group.state().value
+            if group.partition in loaded and (not states or state.lower() in states):
+                listed.append({"group_id": group.group_id, "protocol_type": CONSUMER_PROTOCOL_TYPE,
+                               "group_state": state, "group_type": CONSUMER_GROUP_TYPE})
+        return listed
 
     def delete(self, group_id: str) -> ErrorCode | None:
         """DeleteGroups of a consumer group (None: not one). Only an empty group goes; its
@@ -809,7 +820,7 @@ class ConsumerGroups:
 
     # Classic members (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) of a consumer group.
 
-    def classic_join(self, req: JoinRequest) -> dict[str, Any]:
+    def classic_join(self, req: JoinRequest) -> JoinResult:
         """JoinGroup of a classic member of a consumer group: it is reconciled as a consumer-protocol
         member is, the subscription's owned partitions standing for the heartbeat's, and answered at
         once with its member epoch as the generation (no leader: the broker assigned)."""
@@ -866,9 +877,9 @@ class ConsumerGroups:
         return ErrorCode.NONE, member
 
     def classic_sync(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
-                     protocol_name: str | None) -> dict[str, Any]:
+                     protocol_name: str | None) -> SyncResult:
         """SyncGroup of a classic member: its assigned partitions (not those it is revoking)."""
-        def refused(error: ErrorCode) -> dict[str, Any]:
+        def refused(error: ErrorCode) -> SyncResult:
             return {"error_code": error, "protocol_type": None, "protocol_name": None, "assignment": b""}
 
         error, member = self._classic_member(group_id, member_id, generation_id)
@@ -980,7 +991,7 @@ class ConsumerGroups:
         return self._assignor(group)
 
 
-def _join_error(error: ErrorCode, member_id: str) -> dict[str, Any]:
+def _join_error(error: ErrorCode, member_id: str) -> JoinResult:
     return {"error_code": error, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
 

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import Counter, Gauge
 
@@ -34,6 +34,14 @@ from minikafka.group.group import (
     OffsetAndMetadata,
     TimerHandle,
     TopicPartition,
+)
+from minikafka.group.results import (
+    DescribedMember,
+    GroupDescription,
+    GroupListing,
+    JoinedMember,
+    JoinResult,
+    SyncResult,
 )
 from minikafka.group.schemas import (
     OffsetKey,
@@ -59,6 +67,7 @@ REBALANCES = Counter("minikafka_group_rebalances", "Rebalances completed with me
 GROUPS = Gauge("minikafka_groups", "Groups held by this broker's group coordinator, per state", ["state"])
 # Bounds a handler's wait for a rebalance; the coordinator answers long before (rebalance timeout).
 _MAX_WAIT_S = 3600.0
+ResultT = TypeVar("ResultT", JoinResult, SyncResult)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,21 +163,21 @@ class CommitEntry:
     metadata: str | None
 
 
-def join_error(error: ErrorCode, member_id: str = "") -> dict[str, Any]:
+def join_error(error: ErrorCode, member_id: str = "") -> JoinResult:
     return {"error_code": error, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
 
 
-def sync_error(error: ErrorCode) -> dict[str, Any]:
+def sync_error(error: ErrorCode) -> SyncResult:
     return {"error_code": error, "protocol_type": None, "protocol_name": None, "assignment": b""}
 
 
-def _resolve(future: asyncio.Future[dict[str, Any]] | None, result: dict[str, Any]) -> None:
+def _resolve(future: asyncio.Future[ResultT] | None, result: ResultT) -> None:
     if future is not None and not future.done():
         future.set_result(result)
 
 
-async def _wait_for(future: asyncio.Future[dict[str, Any]], on_gone: dict[str, Any]) -> dict[str, Any]:
+async def _wait_for(future: asyncio.Future[ResultT], on_gone: ResultT) -> ResultT:
     """The future's result, or `on_gone` at once if the client closed its connection meanwhile
     (the member stays in the rebalance, as in Kafka; nobody reads the answer)."""
     if not future.done():
@@ -379,13 +388,13 @@ class GroupCoordinator:
     # JoinGroup.
     # -----------------------------------------------------------------------------------------
 
-    async def join_group(self, req: JoinRequest) -> dict[str, Any]:
+    async def join_group(self, req: JoinRequest) -> JoinResult:
         result = self._join(req)
         if isinstance(result, dict):
             return result
         return await _wait_for(result, join_error(ErrorCode.REBALANCE_IN_PROGRESS, req.member_id))
 
-    def _join(self, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def _join(self, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         if not req.group_id:
             return join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
@@ -413,7 +422,7 @@ class GroupCoordinator:
             return self._join_new_member(group, req)
         return self._join_known_member(group, req)
 
-    def _join_new_member(self, group: Group, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def _join_new_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         instance_id = req.group_instance_id
         if instance_id is not None and instance_id in group.static_members:
             return self._rejoin_static_member(group, req)
@@ -428,7 +437,7 @@ class GroupCoordinator:
             return join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         return self._add_member_and_rebalance(group, req, member_id)
 
-    def _join_known_member(self, group: Group, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def _join_known_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         member_id = req.member_id
         if member_id in group.pending_members:
             _cancel(group.pending_members.pop(member_id))
@@ -455,7 +464,7 @@ class GroupCoordinator:
             return self._join_response(group, member, with_members=False)
         return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
-    def _rejoin_static_member(self, group: Group, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def _rejoin_static_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         """A static member came back with no member id (a restarted client): it takes over its old
         identity under a new member id, and the old id is fenced."""
         instance_id = req.group_instance_id
@@ -495,7 +504,8 @@ class GroupCoordinator:
                 response = self._join_response(group, old, with_members=is_leader)
                 # The old leader id tells a leader that rejoined to keep its assignment (Kafka's trick
                 # for clients before JoinGroup v9's skip_assignment).
-                response.update(leader=old_leader or "", skip_assignment=is_leader)
+                response["leader"] = old_leader or ""
+                response["skip_assignment"] = is_leader
                 return response
             return self._update_member_and_rebalance(group, old, req, "static member changed the group's protocol")
         future = self._await_join(old)
@@ -504,7 +514,7 @@ class GroupCoordinator:
         return future
 
     def _add_member_and_rebalance(self, group: Group, req: JoinRequest,
-                                  member_id: str) -> asyncio.Future[dict[str, Any]]:
+                                  member_id: str) -> asyncio.Future[JoinResult]:
         member = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
                         req.session_timeout_ms, req.protocol_type, list(req.protocols))
         group.members[member_id] = member
@@ -525,7 +535,7 @@ class GroupCoordinator:
         return future
 
     def _update_member_and_rebalance(self, group: Group, member: Member, req: JoinRequest,
-                                     reason: str) -> asyncio.Future[dict[str, Any]]:
+                                     reason: str) -> asyncio.Future[JoinResult]:
         member.protocols = list(req.protocols)
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
@@ -534,16 +544,16 @@ class GroupCoordinator:
         self._maybe_complete_join(group)
         return future
 
-    def _await_join(self, member: Member) -> asyncio.Future[dict[str, Any]]:
+    def _await_join(self, member: Member) -> asyncio.Future[JoinResult]:
         # A retried JoinGroup replaces the one still waiting; the old one gets a retriable error.
         _resolve(member.join_future, join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_future = asyncio.get_running_loop().create_future()
         return member.join_future
 
-    def _join_response(self, group: Group, member: Member, with_members: bool | None = None) -> dict[str, Any]:
+    def _join_response(self, group: Group, member: Member, with_members: bool | None = None) -> JoinResult:
         if with_members is None:
             with_members = group.is_leader(member.member_id)
-        members = []
+        members: list[JoinedMember] = []
         if with_members:
             members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "metadata": m.metadata_for(group.protocol_name)} for m in group.members.values()]
@@ -721,7 +731,7 @@ class GroupCoordinator:
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
-                         assignments: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
+                         assignments: Iterable[tuple[str, bytes]]) -> SyncResult:
         result = self._sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
                             assignments)
         if isinstance(result, dict):
@@ -730,7 +740,7 @@ class GroupCoordinator:
 
     def _sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
               protocol_type: str | None, protocol_name: str | None,
-              assignments: Iterable[tuple[str, bytes]]) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+              assignments: Iterable[tuple[str, bytes]]) -> SyncResult | asyncio.Future[SyncResult]:
         if not group_id:
             return sync_error(ErrorCode.INVALID_GROUP_ID)
         error = self.partition_error(group_id)
@@ -761,7 +771,7 @@ class GroupCoordinator:
             return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
         group.pending_sync.discard(member_id)
         _resolve(member.sync_future, sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         member.sync_future = future
         if group.is_leader(member_id):
             given = {m: bytes(a) for m, a in assignments}
@@ -788,7 +798,7 @@ class GroupCoordinator:
                 self._arm_session(group, m)
         return future
 
-    def _sync_response(self, group: Group, member: Member) -> dict[str, Any]:
+    def _sync_response(self, group: Group, member: Member) -> SyncResult:
         return {"error_code": ErrorCode.NONE, "protocol_type": group.protocol_type,
                 "protocol_name": group.protocol_name, "assignment": member.assignment}
 
@@ -1032,13 +1042,10 @@ class GroupCoordinator:
     # Listing, describing, deleting groups.
     # -----------------------------------------------------------------------------------------
 
-    def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[dict[str, Any]]:
+    def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[GroupListing]:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        consumer = [{"group_id": group_id, "protocol_type": "consumer", "group_state": state, "group_type": "consumer"}
-                    for group_id, state in self.consumer_groups.list_groups(self.loaded_partitions)
-                    if (not wanted_types or "consumer" in wanted_types)
-                    and (not wanted_states or state.lower() in wanted_states)]
+        consumer = self.consumer_groups.list_groups(self.loaded_partitions, wanted_states, wanted_types)
         if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
             return consumer
         return consumer + [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
@@ -1048,7 +1055,7 @@ class GroupCoordinator:
                            and not self.consumer_groups.is_consumer_group(g.group_id)
                            and (not wanted_states or g.state.value.lower() in wanted_states)]
 
-    def describe_group(self, group_id: str) -> tuple[ErrorCode, dict[str, Any] | None]:
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription | None]:
         """(NONE, description), (NONE, None) for an unknown group, or (error, None)."""
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
@@ -1057,7 +1064,8 @@ class GroupCoordinator:
         if group is None or group.state == GroupState.DEAD or self.consumer_groups.is_consumer_group(group_id):
             return ErrorCode.NONE, None  # a consumer-protocol group is described by ConsumerGroupDescribe
         stable = group.state == GroupState.STABLE
-        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+        members: list[DescribedMember] = [
+                   {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                     "client_host": m.client_host,
                     "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
                     "member_assignment": m.assignment if stable else b""}

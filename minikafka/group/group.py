@@ -10,8 +10,8 @@ import asyncio
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from minikafka.group.results import JoinResult, SyncResult
 from minikafka.group.schemas import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 
 TopicPartition = tuple[str, int]
@@ -57,8 +57,8 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: asyncio.Future[dict[str, Any]] | None = None
-    sync_future: asyncio.Future[dict[str, Any]] | None = None
+    join_future: asyncio.Future[JoinResult] | None = None
+    sync_future: asyncio.Future[SyncResult] | None = None
     deadline_ms: int = 0
     session_timer: TimerHandle | None = None
 

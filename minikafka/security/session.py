@@ -26,6 +26,8 @@ from minikafka.security.principal import ANONYMOUS, KafkaPrincipal, user
 from minikafka.security.sasl import AuthenticationFailed, CredentialLookup, MechanismServer, mechanism_server
 from protocol import ProtocolError, Request, frame
 from protocol.errors import ErrorCode
+from protocol.typed.sasl_authenticate import SaslAuthenticateRequestView, SaslAuthenticateResponse
+from protocol.typed.sasl_handshake import SaslHandshakeRequestView, SaslHandshakeResponse
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +176,7 @@ class Session:
         return self._expires_at is not None and self._clock() >= self._expires_at
 
     # ---- SaslHandshake ------------------------------------------------------------------------
-    def handshake(self, request: Request) -> dict[str, Any]:
+    def handshake(self, request: Request[SaslHandshakeRequestView]) -> SaslHandshakeResponse:
         mechanisms = list(self.listener.mechanisms)
         if not self.listener.sasl or self.state not in (SaslState.HANDSHAKE, SaslState.AUTHENTICATED):
             return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
@@ -198,7 +200,7 @@ class Session:
         return {"error_code": ErrorCode.NONE, "mechanisms": mechanisms}
 
     # ---- SaslAuthenticate ---------------------------------------------------------------------
-    async def authenticate(self, request: Request) -> dict[str, Any]:
+    async def authenticate(self, request: Request[SaslAuthenticateRequestView]) -> SaslAuthenticateResponse:
         if self.state not in (SaslState.AUTHENTICATE, SaslState.REAUTHENTICATE) or self._server is None:
             return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message":
                     f"SaslAuthenticate while {self.state.value}" if self.listener.sasl

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from minikafka.config import BrokerConfig
@@ -55,3 +55,9 @@ class BrokerContext:
     @property
     def broker_id(self) -> int:
         return self.config.broker_id
+
+
+# A handler (server/handlers): its API's request and the context in, the whole typed response
+# body out (None for a produce with acks=0). Each handler names its own request view, and the
+# handler table holds them all, so this type takes any arguments.
+HandlerFn = Callable[..., Awaitable[Mapping[str, object] | None]]

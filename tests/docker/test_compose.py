@@ -95,7 +95,8 @@ def image(engine: DockerEngine) -> Iterator[str]:
     if os.environ.get("PIP_CERT"):  # the machine reaches PyPI through a proxy with its own authority
         build_args += ["--build-arg", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
     engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
-    print(f"docker test: base images and broker image ready in {time.monotonic() - started:.0f}s")
+    print(f"docker test: base images and broker image ready in {time.monotonic() - started:.0f}s"
+          f" ({engine.storage_driver} storage)")
     yield IMAGE
 
 

@@ -1,32 +1,124 @@
-"""One module per API (or per small family of APIs).
+"""One module per API (or per small family of APIs), and the table of which serves which key.
 
-A handler module declares ``API_KEY`` (or ``API_KEYS``) and ``async def handle(request, ctx)``
-returning the whole response body (or None for a produce with acks=0). Adding an API is adding
-a module here: every module of this package is collected, so nothing else lists them.
+A handler is ``async def handle(request: Request[<Api>RequestView], ctx: BrokerContext)``
+returning the whole typed response body (protocol.typed), or None for a produce with acks=0; a
+family module holds one such function per API (acls.create, acls.describe, acls.delete). Adding
+an API is adding a module here and its line in HANDLERS: the table is written out, not collected
+at import, so that mypy and readers follow each key to its handler.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Awaitable, Callable
-from typing import Any
+from minikafka.server.context import HandlerFn
+from minikafka.server.handlers import (
+    acls,
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    allocate_producer_ids,
+    alter_configs,
+    alter_partition,
+    alter_partition_reassignments,
+    alter_replica_log_dirs,
+    api_versions,
+    assign_replicas_to_dirs,
+    consumer_group_describe,
+    consumer_group_heartbeat,
+    controlled_shutdown,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_client_quotas,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_log_dirs,
+    describe_transactions,
+    elect_leaders,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leader_and_isr,
+    leave_group,
+    list_groups,
+    list_offsets,
+    list_partition_reassignments,
+    list_transactions,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+    stop_replica,
+    sync_group,
+    txn_offset_commit,
+    update_metadata,
+    user_scram_credentials,
+    write_txn_markers,
+)
+from protocol import ApiKey
 
-from protocol import Request
-
-HandlerFn = Callable[[Request, Any], Awaitable[Any]]
-
-
-def _collect() -> dict[int, HandlerFn]:
-    handlers: dict[int, HandlerFn] = {}
-    for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        keys = getattr(module, "API_KEYS", None) or ([module.API_KEY] if hasattr(module, "API_KEY") else [])
-        for key in keys:
-            if key in handlers:
-                raise ValueError(f"two handler modules serve API key {key}")
-            handlers[key] = module.handle
-    return handlers
-
-
-HANDLERS: dict[int, HandlerFn] = _collect()
+HANDLERS: dict[int, HandlerFn] = {
+    ApiKey.PRODUCE: produce.handle,
+    ApiKey.FETCH: fetch.handle,
+    ApiKey.LIST_OFFSETS: list_offsets.handle,
+    ApiKey.METADATA: metadata.handle,
+    ApiKey.LEADER_AND_ISR: leader_and_isr.handle,
+    ApiKey.STOP_REPLICA: stop_replica.handle,
+    ApiKey.UPDATE_METADATA: update_metadata.handle,
+    ApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown.handle,
+    ApiKey.OFFSET_COMMIT: offset_commit.handle,
+    ApiKey.OFFSET_FETCH: offset_fetch.handle,
+    ApiKey.FIND_COORDINATOR: find_coordinator.handle,
+    ApiKey.JOIN_GROUP: join_group.handle,
+    ApiKey.HEARTBEAT: heartbeat.handle,
+    ApiKey.LEAVE_GROUP: leave_group.handle,
+    ApiKey.SYNC_GROUP: sync_group.handle,
+    ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
+    ApiKey.LIST_GROUPS: list_groups.handle,
+    ApiKey.SASL_HANDSHAKE: sasl_handshake.handle,
+    ApiKey.API_VERSIONS: api_versions.handle,
+    ApiKey.CREATE_TOPICS: create_topics.handle,
+    ApiKey.DELETE_TOPICS: delete_topics.handle,
+    ApiKey.DELETE_RECORDS: delete_records.handle,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
+    ApiKey.END_TXN: end_txn.handle,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.DESCRIBE_ACLS: acls.describe,
+    ApiKey.CREATE_ACLS: acls.create,
+    ApiKey.DELETE_ACLS: acls.delete,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
+    ApiKey.ALTER_CONFIGS: alter_configs.alter,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs.handle,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
+    ApiKey.SASL_AUTHENTICATE: sasl_authenticate.handle,
+    ApiKey.CREATE_PARTITIONS: create_partitions.handle,
+    ApiKey.DELETE_GROUPS: delete_groups.handle,
+    ApiKey.ELECT_LEADERS: elect_leaders.handle,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs.incremental_alter,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments.handle,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
+    ApiKey.OFFSET_DELETE: offset_delete.handle,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: user_scram_credentials.describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: user_scram_credentials.alter,
+    ApiKey.ALTER_PARTITION: alter_partition.handle,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
+    ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
+    ApiKey.ALLOCATE_PRODUCER_IDS: allocate_producer_ids.handle,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat.handle,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe.handle,
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: assign_replicas_to_dirs.handle,
+}

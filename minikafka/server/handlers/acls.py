@@ -1,10 +1,12 @@
 """CreateAcls, DescribeAcls and DeleteAcls: the authorizer's ACL bindings (security/acl.py),
 kept by the security store. Creating and deleting need ALTER on the cluster, describing
-DESCRIBE; without an authorizer every answer is SECURITY_DISABLED, as in Kafka."""
+DESCRIBE; without an authorizer every answer is SECURITY_DISABLED, as in Kafka. One handler per
+API: `create`, `describe` and `delete`."""
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import TypeVar
 
 from minikafka.security.acl import (
     AccessControlEntry,
@@ -19,35 +21,36 @@ from minikafka.security.acl import (
 from minikafka.server.context import BrokerContext
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.create_acls import AclCreationResult, CreateAclsRequestView, CreateAclsResponse
+from protocol.typed.delete_acls import (
+    DeleteAclsFilterResult,
+    DeleteAclsFilterView,
+    DeleteAclsRequestView,
+    DeleteAclsResponse,
+)
+from protocol.typed.describe_acls import AclDescription, DescribeAclsRequestView, DescribeAclsResponse
 
-API_KEYS = (29, 30, 31)
-DESCRIBE_ACLS, CREATE_ACLS = 29, 30
 NOT_AUTHORIZED = "Not authorized to {} ACLs (Cluster:kafka-cluster)"
 
 
-def _enum(kind: Any, value: int) -> Any:
+WireEnum = TypeVar("WireEnum", bound=enum.IntEnum)
+
+
+def _enum(kind: type[WireEnum], value: int) -> WireEnum:
     """An enum value of the wire; a number Kafka does not define reads as UNKNOWN."""
     try:
         return kind(value)
     except ValueError:
-        return kind.UNKNOWN
+        return kind["UNKNOWN"]
 
 
-def binding_filter(wire: Any) -> AclBindingFilter:
+def binding_filter(wire: DescribeAclsRequestView | DeleteAclsFilterView) -> AclBindingFilter:
     return AclBindingFilter(_enum(ResourceType, wire.resource_type_filter), wire.resource_name_filter,
                             _enum(PatternType, wire.pattern_type_filter), wire.principal_filter, wire.host_filter,
                             _enum(AclOperation, wire.operation), _enum(AclPermissionType, wire.permission_type))
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
-    if request.api_key == DESCRIBE_ACLS:
-        return _describe(request, ctx)
-    if request.api_key == CREATE_ACLS:
-        return await _create(request, ctx)
-    return await _delete(request, ctx)
-
-
-async def _create(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def create(request: Request[CreateAclsRequestView], ctx: BrokerContext) -> CreateAclsResponse:
     creations = request.body.creations
     if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
         return {"throttle_time_ms": 0, "results": [
@@ -59,16 +62,16 @@ async def _create(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                                               _enum(AclPermissionType, c.permission_type)))
                 for c in creations]
     results = await ctx.security.create_acls(bindings)
-    return {"throttle_time_ms": 0, "results": [{"error_code": error, "error_message": message}
-                                               for error, message in results]}
+    answers: list[AclCreationResult] = [{"error_code": error, "error_message": message} for error, message in results]
+    return {"throttle_time_ms": 0, "results": answers}
 
 
-def _describe(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def describe(request: Request[DescribeAclsRequestView], ctx: BrokerContext) -> DescribeAclsResponse:
     if not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": NOT_AUTHORIZED.format("describe"), "resources": []}
     found = ctx.security.describe_acls(binding_filter(request.body))
-    resources: dict[ResourcePattern, list[dict[str, Any]]] = {}
+    resources: dict[ResourcePattern, list[AclDescription]] = {}
     for binding in found.bindings:
         entry = binding.entry
         resources.setdefault(binding.pattern, []).append(
@@ -79,16 +82,17 @@ def _describe(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         for p, acls in resources.items()]}
 
 
-async def _delete(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def delete(request: Request[DeleteAclsRequestView], ctx: BrokerContext) -> DeleteAclsResponse:
     filters = request.body.filters
     if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": NOT_AUTHORIZED.format("delete"),
              "matching_acls": []} for _ in filters]}
     results = await ctx.security.delete_acls([binding_filter(f) for f in filters])
-    return {"throttle_time_ms": 0, "filter_results": [
+    answers: list[DeleteAclsFilterResult] = [
         {"error_code": r.error, "error_message": r.message, "matching_acls": [
             {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": b.pattern.resource_type,
              "resource_name": b.pattern.name, "pattern_type": b.pattern.pattern_type,
              "principal": b.entry.principal, "host": b.entry.host, "operation": b.entry.operation,
-             "permission_type": b.entry.permission} for b in r.bindings]} for r in results]}
+             "permission_type": b.entry.permission} for b in r.bindings]} for r in results]
+    return {"throttle_time_ms": 0, "filter_results": answers}

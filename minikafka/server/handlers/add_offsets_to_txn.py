@@ -3,8 +3,6 @@ the offsets the producer then commits for the group (TxnOffsetCommit) end with i
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.controller.topics import OFFSETS_TOPIC
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
@@ -13,11 +11,10 @@ from minikafka.server.handlers.authorization import may_on_group, may_on_transac
 from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.add_offsets_to_txn import AddOffsetsToTxnRequestView, AddOffsetsToTxnResponse
 
-API_KEY = 25
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[AddOffsetsToTxnRequestView], ctx: BrokerContext) -> AddOffsetsToTxnResponse:
     body = request.body
     if not may_on_transactional_id(ctx, AclOperation.WRITE, body.transactional_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}

@@ -5,15 +5,22 @@ transaction's first batch)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker, may_on_topic, may_on_transactional_id
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequestView,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnTopicView,
+)
 
-API_KEY = 24
 TopicPartition = tuple[str, int]
 
 
@@ -23,14 +30,15 @@ def fenced_error(version: int) -> ErrorCode:
     return ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
 
 
-def _topic_results(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+def _topic_results(errors: dict[TopicPartition, ErrorCode]) -> list[AddPartitionsToTxnTopicResult]:
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for (topic, index), error in errors.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "partition_error_code": error})
     return [{"name": name, "results_by_partition": results} for name, results in by_topic.items()]
 
 
-async def _add(ctx: BrokerContext, transactional_id: str, producer_id: int, epoch: int, topics: Any,
+async def _add(ctx: BrokerContext, transactional_id: str, producer_id: int, epoch: int,
+               topics: Sequence[AddPartitionsToTxnTopicView],
                verify_only: bool, fenced: ErrorCode) -> dict[TopicPartition, ErrorCode]:
     wanted = [(topic.name, index) for topic in topics for index in topic.partitions]
     if not verify_only:
@@ -52,7 +60,8 @@ async def _add(ctx: BrokerContext, transactional_id: str, producer_id: int, epoc
     return dict.fromkeys(wanted, error)
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[AddPartitionsToTxnRequestView], ctx: BrokerContext
+                 ) -> AddPartitionsToTxnResponse:
     body = request.body
     version = request.api_version
     fenced = fenced_error(version)
@@ -63,7 +72,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     if not from_a_broker(ctx):  # v4+ comes from partition leaders verifying (KIP-890)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "results_by_transaction": []}
-    results = []
+    results: list[AddPartitionsToTxnResult] = []
     for txn in body.transactions:
         errors = await _add(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
                             txn.verify_only, fenced)

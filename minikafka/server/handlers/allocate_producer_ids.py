@@ -10,8 +10,6 @@ from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.allocate_producer_ids import AllocateProducerIdsRequestView, AllocateProducerIdsResponse
 
-API_KEY = 67
-
 
 async def handle(request: Request[AllocateProducerIdsRequestView], ctx: BrokerContext
                  ) -> AllocateProducerIdsResponse:

@@ -10,8 +10,6 @@ keys Kafka updates at run time and custom keys may be set (config.check_dynamic_
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.config import DEFINITIONS, ConfigType, config_type_of, format_value
 from minikafka.kafka_broker_keys import KAFKA_DYNAMIC_UNDEFINED
 from minikafka.security.acl import AclOperation
@@ -20,14 +18,26 @@ from minikafka.server.handlers.authorization import may_on_topic
 from minikafka.topic_config import TOPIC_CONFIGS, topic_config_value
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.alter_configs import (
+    AlterConfigsRequestView,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from protocol.typed.incremental_alter_configs import (
+    AlterConfigsResourceResponse as IncrementalResourceResponse,
+)
+from protocol.typed.incremental_alter_configs import (
+    IncrementalAlterConfigsRequestView,
+    IncrementalAlterConfigsResponse,
+)
 
-API_KEYS = (33, 44)
-INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 Result = tuple[ErrorCode, str | None]
+# One change to a resource's configs: (key, operation, value); AlterConfigs' entries are SETs.
+Change = tuple[str, int, str | None]
 
 
 class _Refused(Exception):
@@ -61,10 +71,9 @@ def _current_list(resource_type: int, key: str, configs: dict[str, str], ctx: Br
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _apply(resource_type: int, configs: dict[str, str], changes: Any, ctx: BrokerContext) -> None:
+def _apply(resource_type: int, configs: dict[str, str], changes: list[Change], ctx: BrokerContext) -> None:
     known = TOPIC_CONFIGS if resource_type == TOPIC_RESOURCE else {**DEFINITIONS, **KAFKA_DYNAMIC_UNDEFINED}
-    for change in changes:
-        key, op, value = change.name, change.config_operation, change.value
+    for key, op, value in changes:
         if op == SET:
             if value is None:
                 raise _Refused(ErrorCode.INVALID_CONFIG, f"Null value not supported for {key}")
@@ -88,17 +97,16 @@ def _apply(resource_type: int, configs: dict[str, str], changes: Any, ctx: Broke
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
 
 
-async def _alter(resource: Any, incremental: bool, validate_only: bool, ctx: BrokerContext) -> Result:
-    names = [c.name for c in resource.configs]
+async def _alter(resource_type: int, name: str, changes: list[Change], incremental: bool, validate_only: bool,
+                 ctx: BrokerContext) -> Result:
+    names = [key for key, _, _ in changes]
     if len(set(names)) != len(names):
         return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
-    name = resource.resource_name
-    changes = resource.configs if incremental else [_AsSet(c.name, c.value) for c in resource.configs]
-    if resource.resource_type == TOPIC_RESOURCE and not may_on_topic(ctx, AclOperation.ALTER_CONFIGS, name):
+    if resource_type == TOPIC_RESOURCE and not may_on_topic(ctx, AclOperation.ALTER_CONFIGS, name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
-    if resource.resource_type == BROKER_RESOURCE and not ctx.session.allowed_on_cluster(AclOperation.ALTER_CONFIGS):
+    if resource_type == BROKER_RESOURCE and not ctx.session.allowed_on_cluster(AclOperation.ALTER_CONFIGS):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
-    if resource.resource_type == TOPIC_RESOURCE:
+    if resource_type == TOPIC_RESOURCE:
         topic_configs = await ctx.controller.topic_configs(name)
         if topic_configs is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
@@ -108,7 +116,7 @@ async def _alter(resource: Any, incremental: bool, validate_only: bool, ctx: Bro
         except _Refused as exc:
             return exc.error, str(exc)
         return await ctx.controller.alter_topic_configs(name, configs, validate_only)
-    if resource.resource_type == BROKER_RESOURCE:
+    if resource_type == BROKER_RESOURCE:
         if name not in ("", str(ctx.broker_id)):
             return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
                                                f"but received {name}")
@@ -118,22 +126,31 @@ async def _alter(resource: Any, incremental: bool, validate_only: bool, ctx: Bro
         except _Refused as exc:
             return exc.error, str(exc)
         return await ctx.controller.alter_broker_configs(name, configs, validate_only)
-    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
 
-class _AsSet:
-    """An AlterConfigs entry seen as an IncrementalAlterConfigs SET."""
-
-    def __init__(self, name: str, value: str | None) -> None:
-        self.name, self.value, self.config_operation = name, value, SET
-
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def alter(request: Request[AlterConfigsRequestView], ctx: BrokerContext) -> AlterConfigsResponse:
+    """AlterConfigs: each resource's configs become the ones given."""
     body = request.body
-    incremental = request.api_key == INCREMENTAL_ALTER_CONFIGS
-    responses = []
+    responses: list[AlterConfigsResourceResponse] = []
     for resource in body.resources:
-        error, message = await _alter(resource, incremental, body.validate_only, ctx)
+        changes: list[Change] = [(c.name, SET, c.value) for c in resource.configs]
+        error, message = await _alter(resource.resource_type, resource.resource_name, changes, False,
+                                      body.validate_only, ctx)
+        responses.append({"error_code": error, "error_message": message,
+                          "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def incremental_alter(request: Request[IncrementalAlterConfigsRequestView], ctx: BrokerContext
+                            ) -> IncrementalAlterConfigsResponse:
+    """IncrementalAlterConfigs: each resource's configs are set, deleted, appended to or subtracted from."""
+    body = request.body
+    responses: list[IncrementalResourceResponse] = []
+    for resource in body.resources:
+        changes: list[Change] = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        error, message = await _alter(resource.resource_type, resource.resource_name, changes, True,
+                                      body.validate_only, ctx)
         responses.append({"error_code": error, "error_message": message,
                           "resource_type": resource.resource_type, "resource_name": resource.resource_name})
     return {"throttle_time_ms": 0, "responses": responses}

@@ -19,8 +19,6 @@ from protocol.typed.alter_partition import (
     ResponseTopicData,
 )
 
-API_KEY = 56
-
 
 async def handle(request: Request[AlterPartitionRequestView], ctx: BrokerContext) -> AlterPartitionResponse:
     body = request.body

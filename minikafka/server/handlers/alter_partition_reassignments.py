@@ -6,35 +6,43 @@ The embedded broker is the only broker: its replicas can only stay where they ar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
+from protocol.typed.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequestView,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+)
 
-API_KEY = 45
 Outcome = tuple[ErrorCode, str | None]
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[AlterPartitionReassignmentsRequestView], ctx: BrokerContext
+                 ) -> AlterPartitionReassignmentsResponse:
     body = request.body
     wanted: dict[tuple[str, int], list[int] | None] = {
         (t.name, p.partition_index): p.replicas for t in body.topics for p in t.partitions}
     allow_rf_change = body.get("allow_replication_factor_change", True)
     if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
-        return {**_respond(request, {}), "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": "Authorization failed."}
+        denied = _respond(request, {})
+        denied["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        denied["error_message"] = "Authorization failed."
+        return denied
     controller = ctx.cluster_controller
     if controller is None:
         return _respond(request, {tp: _embedded(tp, target, ctx) for tp, target in wanted.items()})
     if controller.active:
         return _respond(request, await controller.alter_reassignments(wanted, allow_rf_change))
-    forwarded = await to_controller(API_KEY, request, ctx, body.timeout_ms / 1000)
+    forwarded = await to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, ctx, body.timeout_ms / 1000)
     if forwarded is None:
         return _respond(request, dict.fromkeys(wanted, (ErrorCode.NOT_CONTROLLER, "no controller answered")))
-    return dict(forwarded)
+    # The controller answered in this request's version: passed on as it came.
+    return cast("AlterPartitionReassignmentsResponse", forwarded)
 
 
 def _embedded(tp: tuple[str, int], target: list[int] | None, ctx: BrokerContext) -> Outcome:
@@ -48,8 +56,9 @@ def _embedded(tp: tuple[str, int], target: list[int] | None, ctx: BrokerContext)
     return ErrorCode.NONE, None
 
 
-def _respond(request: Request, results: dict[tuple[str, int], Outcome]) -> dict[str, Any]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+def _respond(request: Request[AlterPartitionReassignmentsRequestView], results: dict[tuple[str, int], Outcome]
+             ) -> AlterPartitionReassignmentsResponse:
+    by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
     for (topic, index), (error, message) in results.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error,
                                                "error_message": message})

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
@@ -21,26 +20,31 @@ from minikafka.storage.errors import KafkaStorageError
 from minikafka.storage.log import future_dir_name
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.alter_replica_log_dirs import (
+    AlterReplicaLogDirPartitionResult,
+    AlterReplicaLogDirsRequestView,
+    AlterReplicaLogDirsResponse,
+)
 
-API_KEY = 34
 MAX_DIR_NAME = 255
 log = logging.getLogger(__name__)
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[AlterReplicaLogDirsRequestView], ctx: BrokerContext
+                 ) -> AlterReplicaLogDirsResponse:
     wanted: dict[tuple[str, int], str] = {}
     for log_dir in request.body.dirs:
         for topic in log_dir.topics:
             for index in topic.partitions:
                 wanted.pop((topic.name, index), None)  # the last one given decides
                 wanted[(topic.name, index)] = log_dir.path
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
     allowed = ctx.session.allowed_on_cluster(AclOperation.ALTER)
-    for (topic, index), path in wanted.items():
-        error = await alter(topic, index, path, ctx) if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error})
+    for (name, index), path in wanted.items():
+        error = await alter(name, index, path, ctx) if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        by_topic.setdefault(name, []).append({"partition_index": index, "error_code": error})
     return {"throttle_time_ms": 0,
-            "results": [{"topic_name": topic, "partitions": partitions} for topic, partitions in by_topic.items()]}
+            "results": [{"topic_name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
 
 
 async def alter(topic: str, index: int, path: str, ctx: BrokerContext) -> ErrorCode:

@@ -7,7 +7,6 @@ from protocol import SUPPORTED_APIS, ApiKey, Request
 from protocol.errors import ErrorCode
 from protocol.typed.api_versions import ApiVersionsRequestView, ApiVersionsResponse
 
-API_KEY = ApiKey.API_VERSIONS
 # Left out when group.coordinator.rebalance.protocols has no "consumer", as Kafka does: a client
 # then knows at once that it must use the classic protocol.
 CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})

@@ -4,17 +4,20 @@ broker's replicas."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.assign_replicas_to_dirs import (
+    AssignReplicasToDirsRequestView,
+    AssignReplicasToDirsResponse,
+    ResponsePartitionData,
+)
 
-API_KEY = 73
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[AssignReplicasToDirsRequestView], ctx: BrokerContext
+                 ) -> AssignReplicasToDirsResponse:
     body = request.body
     controller = ctx.cluster_controller
     assignments = [(topic.topic_id, p.partition_index, directory.id)
@@ -28,7 +31,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         error, results = await controller.assign_replicas_to_dirs(body.broker_id, body.broker_epoch, assignments)
     if error != ErrorCode.NONE:
         results = {(topic_id, index): error for topic_id, index, _ in assignments}
-    by_dir: dict[uuid.UUID, dict[uuid.UUID, list[dict[str, Any]]]] = {}
+    by_dir: dict[uuid.UUID, dict[uuid.UUID, list[ResponsePartitionData]]] = {}
     for topic_id, index, directory in assignments:
         by_dir.setdefault(directory, {}).setdefault(topic_id, []).append(
             {"partition_index": index, "error_code": results.get((topic_id, index), ErrorCode.UNKNOWN_SERVER_ERROR)})

@@ -1,4 +1,4 @@
-"""Kafka's authorization rules that several handlers share. Not a handler (no API_KEY)."""
+"""Kafka's authorization rules that several handlers share. Not a handler (not in HANDLERS)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import authorized_operations, may_on_group
 from minikafka.server.handlers.describe_groups import GROUP_OPERATIONS, NOT_REQUESTED
-from protocol import ApiKey, Request
+from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.consumer_group_describe import (
     Assignment,
@@ -20,7 +20,6 @@ from protocol.typed.consumer_group_describe import (
     Member,
 )
 
-API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 CONSUMER_MEMBER_TYPE = 1  # a member speaking the consumer protocol (0 would be a classic member)
 
 

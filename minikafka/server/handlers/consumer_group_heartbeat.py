@@ -8,15 +8,13 @@ from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group, may_on_topic
 from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from minikafka.server.handlers.offset_commit import COMMIT_TIMEOUT_MS
-from protocol import ApiKey, Request
+from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.consumer_group_heartbeat import (
     Assignment,
     ConsumerGroupHeartbeatRequestView,
     ConsumerGroupHeartbeatResponse,
 )
-
-API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
 
 def _refused(error: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.controlled_shutdown import ControlledShutdownRequestView, ControlledShutdownResponse
 
-API_KEY = 7
 log = logging.getLogger(__name__)
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[ControlledShutdownRequestView], ctx: BrokerContext
+                 ) -> ControlledShutdownResponse:
     body = request.body
     controller = ctx.cluster_controller
     if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):

@@ -10,36 +10,35 @@ import logging
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
-from protocol import Request
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
-def refusal(request: Request, ctx: BrokerContext, controller_id: int, controller_epoch: int,
+def refusal(api_key: int, ctx: BrokerContext, controller_id: int, controller_epoch: int,
             broker_epoch: int) -> ErrorCode | None:
     """None if the request may change this broker, else the error to answer it with."""
     if ctx.commands is None:
-        log.warning("refused %s from %s: this embedded broker is its own controller", type_name(request),
+        log.warning("refused %s from %s: this embedded broker is its own controller", type_name(api_key),
                     ctx.client_host)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if ctx.listener_name != ctx.inter_broker_listener:
-        log.warning("refused %s from %s on listener %s: controller requests come on %s", type_name(request),
+        log.warning("refused %s from %s on listener %s: controller requests come on %s", type_name(api_key),
                     ctx.client_host, ctx.listener_name, ctx.inter_broker_listener)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if not from_a_broker(ctx):
         log.warning("refused %s from %s: %s may not act as a broker (CLUSTER_ACTION on the cluster; brokers "
-                    "authenticate as super users)", type_name(request), ctx.client_host, ctx.session.principal)
+                    "authenticate as super users)", type_name(api_key), ctx.client_host, ctx.session.principal)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     # The broker epoch (the zxid of this broker's registration) is known only to the controller
     # that read it from ZooKeeper: a request without it, or with another one, is not the controller's.
     if broker_epoch != ctx.broker_epoch():
         log.warning("refused %s of controller %d: it was meant for broker epoch %d, this one is %d",
-                    type_name(request), controller_id, broker_epoch, ctx.broker_epoch())
+                    type_name(api_key), controller_id, broker_epoch, ctx.broker_epoch())
         return ErrorCode.STALE_BROKER_EPOCH
     error = ctx.commands.accept(controller_id, controller_epoch)
     return None if error == ErrorCode.NONE else error
 
 
-def type_name(request: Request) -> str:
-    return {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata"}.get(request.api_key, str(request.api_key))
+def type_name(api_key: int) -> str:
+    return {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata"}.get(api_key, str(api_key))

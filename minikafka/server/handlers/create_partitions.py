@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.create_partitions import (
+    CreatePartitionsRequestView,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+    CreatePartitionsTopicView,
+)
 
-API_KEY = 37
 
-
-async def _create(topic: Any, validate_only: bool, ctx: BrokerContext) -> tuple[ErrorCode, str | None]:
+async def _create(topic: CreatePartitionsTopicView, validate_only: bool, ctx: BrokerContext
+                  ) -> tuple[ErrorCode, str | None]:
     assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
     return await ctx.controller.create_partitions(topic.name, topic.count, validate_only, assignment)
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[CreatePartitionsRequestView], ctx: BrokerContext
+                 ) -> CreatePartitionsResponse:
     body = request.body
     counts = Counter(t.name for t in body.topics)
-    results = []
+    results: list[CreatePartitionsTopicResult] = []
     for topic in body.topics:
         message: str | None
         if counts[topic.name] > 1:

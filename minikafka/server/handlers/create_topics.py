@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from minikafka.controller.api import CreateTopicResult, NewTopic
 from minikafka.server.context import BrokerContext
@@ -11,15 +10,20 @@ from minikafka.server.handlers.authorization import may_create_topic
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.create_topics import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreatableTopicView,
+    CreateTopicsRequestView,
+    CreateTopicsResponse,
+)
 
-API_KEY = 19
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[CreateTopicsRequestView], ctx: BrokerContext) -> CreateTopicsResponse:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     # Refused here, or passed on to the controller all together (the slot keeps the request's order).
-    slots: list[dict[str, Any] | NewTopic] = []
+    slots: list[CreatableTopicResult | NewTopic] = []
     for creatable in body.topics:
         if counts[creatable.name] > 1:
             slots.append({"name": creatable.name, "error_code": ErrorCode.INVALID_REQUEST,
@@ -35,7 +39,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def _new_topic(creatable: Any) -> dict[str, Any] | NewTopic:
+def _new_topic(creatable: CreatableTopicView) -> CreatableTopicResult | NewTopic:
     num_partitions, replication_factor = creatable.num_partitions, creatable.replication_factor
     assignment: dict[int, list[int]] | None = None
     if creatable.assignments:
@@ -51,19 +55,16 @@ def _new_topic(creatable: Any) -> dict[str, Any] | NewTopic:
     return NewTopic(creatable.name, num_partitions, replication_factor, configs, assignment)
 
 
-def _response(result: CreateTopicResult, ctx: BrokerContext) -> dict[str, Any]:
-    response: dict[str, Any] = {"name": result.name, "error_code": result.error, "error_message": result.message}
+def _response(result: CreateTopicResult, ctx: BrokerContext) -> CreatableTopicResult:
     topic = result.topic
-    if topic is not None:
-        response.update(
-            topic_id=topic.topic_id,
-            num_partitions=len(topic.partitions),
-            replication_factor=len(topic.partitions[0].replicas),
-            configs=[_config_entry(key, topic.configs, ctx) for key in TOPIC_CONFIGS],
-        )
-    return response
+    if topic is None:
+        return {"name": result.name, "error_code": result.error, "error_message": result.message}
+    return {"name": result.name, "error_code": result.error, "error_message": result.message,
+            "topic_id": topic.topic_id, "num_partitions": len(topic.partitions),
+            "replication_factor": len(topic.partitions[0].replicas),
+            "configs": [_config_entry(key, topic.configs, ctx) for key in TOPIC_CONFIGS]}
 
 
-def _config_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext) -> dict[str, Any]:
+def _config_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext) -> CreatableTopicConfigs:
     value, source = describe_topic_config(key, topic_configs, ctx.config)
     return {"name": key, "value": value, "read_only": False, "config_source": source, "is_sensitive": False}

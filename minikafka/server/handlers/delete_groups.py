@@ -5,11 +5,9 @@ from __future__ import annotations
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group
-from protocol import ApiKey, Request
+from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.delete_groups import DeleteGroupsRequestView, DeleteGroupsResponse
-
-API_KEY = ApiKey.DELETE_GROUPS
 
 
 async def handle(request: Request[DeleteGroupsRequestView], ctx: BrokerContext) -> DeleteGroupsResponse:

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.delete_records import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequestView,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
 
-API_KEY = 21
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
-    topics = []
+async def handle(request: Request[DeleteRecordsRequestView], ctx: BrokerContext) -> DeleteRecordsResponse:
+    topics: list[DeleteRecordsTopicResult] = []
     moved = False
     for topic in request.body.topics:
-        partitions = []
+        partitions: list[DeleteRecordsPartitionResult] = []
         allowed = may_on_topic(ctx, AclOperation.DELETE, topic.name)
         for p in topic.partitions:
             if not allowed:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from typing import Any
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.delete_topics import DeletableTopicResult, DeleteTopicsRequestView, DeleteTopicsResponse
 
-API_KEY = 20
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def _delete(name: str | None, topic_id: uuid.UUID, ctx: BrokerContext) -> dict[str, Any]:
+async def _delete(name: str | None, topic_id: uuid.UUID, ctx: BrokerContext) -> DeletableTopicResult:
     if name is None:
         state = ctx.metadata.topic_by_id(topic_id)
         if state is None:
@@ -32,14 +31,14 @@ async def _delete(name: str | None, topic_id: uuid.UUID, ctx: BrokerContext) -> 
     return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[DeleteTopicsRequestView], ctx: BrokerContext) -> DeleteTopicsResponse:
     body = request.body
     if request.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in body.topic_names]
     counts = Counter(name if name is not None else topic_id for name, topic_id in wanted)
-    responses = []
+    responses: list[DeletableTopicResult] = []
     for name, topic_id in wanted:
         if counts[name if name is not None else topic_id] > 1:
             responses.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,

@@ -10,14 +10,16 @@ refused with the reason, not answered with nothing."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.describe_client_quotas import (
+    DescribeClientQuotasRequestView,
+    DescribeClientQuotasResponse,
+)
 
-API_KEY = 48
 ENTITY_TYPES = ("user", "client-id", "ip")
 # Kafka's ClientQuotaFilterComponent: a named entity, the default entity, any entity of the type.
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
@@ -44,7 +46,8 @@ def filter_error(components: Sequence[tuple[str, int, str | None]]) -> str | Non
     return None
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[DescribeClientQuotasRequestView], ctx: BrokerContext
+                 ) -> DescribeClientQuotasResponse:
     if not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE_CONFIGS):
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     components = [(c.entity_type, c.match_type, c.match) for c in request.body.components]
@@ -54,5 +57,5 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": []}
 
 
-def _refused(error: ErrorCode, message: str) -> dict[str, Any]:
+def _refused(error: ErrorCode, message: str) -> DescribeClientQuotasResponse:
     return {"throttle_time_ms": 0, "error_code": error, "error_message": message, "entries": None}

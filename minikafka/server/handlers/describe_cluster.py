@@ -5,11 +5,10 @@ from __future__ import annotations
 from minikafka.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import authorized_operations
-from protocol import ApiKey, Request
+from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.describe_cluster import DescribeClusterRequestView, DescribeClusterResponse
 
-API_KEY = ApiKey.DESCRIBE_CLUSTER
 BROKERS_ENDPOINT = 1
 NOT_REQUESTED = -(2**31)
 CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,

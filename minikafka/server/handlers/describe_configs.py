@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.config import (
     DEFINITIONS,
     ConfigSource,
@@ -19,40 +17,45 @@ from minikafka.server.handlers.authorization import may_on_topic
 from minikafka.topic_config import TOPIC_CONFIGS, describe_topic_config
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.describe_configs import (
+    DescribeConfigsRequestView,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
 
-API_KEY = 32
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 BROKER_LOGGER_RESOURCE = 8
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[DescribeConfigsRequestView], ctx: BrokerContext) -> DescribeConfigsResponse:
     include_synonyms = request.body.include_synonyms
-    results = []
+    results: list[DescribeConfigsResult] = []
     for resource in request.body.resources:
         keys = resource.configuration_keys
-        result: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
+        result: DescribeConfigsResult = {"error_code": ErrorCode.NONE, "error_message": None,
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name,
                                   "configs": []}
         if resource.resource_type == TOPIC_RESOURCE \
                 and not may_on_topic(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_name):
-            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            _refuse(result, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         elif resource.resource_type == BROKER_RESOURCE \
                 and not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE_CONFIGS):
-            result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            _refuse(result, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
         elif resource.resource_type == TOPIC_RESOURCE:
             topic_configs = await ctx.controller.topic_configs(resource.resource_name)
             if topic_configs is None:
-                result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                              error_message=f"Topic {resource.resource_name} does not exist")
+                _refuse(result, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist")
             else:
                 result["configs"] = [_topic_entry(key, topic_configs, ctx, include_synonyms)
                                      for key in TOPIC_CONFIGS if keys is None or key in keys]
         elif resource.resource_type == BROKER_RESOURCE:
             if resource.resource_name not in ("", str(ctx.broker_id)):
-                result.update(error_code=ErrorCode.INVALID_REQUEST,
-                              error_message=f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
-                                            f"but received {resource.resource_name}")
+                _refuse(result, ErrorCode.INVALID_REQUEST,
+                        f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
+                        f"but received {resource.resource_name}")
             elif resource.resource_name == "":
                 # The cluster-default entity holds only the dynamic defaults that were set.
                 config = ctx.config
@@ -69,10 +72,13 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                                      for name in [*DEFINITIONS, *KAFKA_DYNAMIC_UNDEFINED, *dict.fromkeys(extra)]
                                      if keys is None or name in keys]
         else:
-            result.update(error_code=ErrorCode.INVALID_REQUEST,
-                          error_message=f"Unsupported resource type {resource.resource_type}")
+            _refuse(result, ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}")
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _refuse(result: DescribeConfigsResult, error: ErrorCode, message: str) -> None:
+    result["error_code"], result["error_message"] = error, message
 
 
 def _kind(name: str) -> int:
@@ -96,7 +102,7 @@ def _shown(name: str, value: str | None) -> str | None:
     return None if _sensitive(name) else value
 
 
-def _broker_synonyms(name: str, ctx: BrokerContext) -> list[dict[str, Any]]:
+def _broker_synonyms(name: str, ctx: BrokerContext) -> list[DescribeConfigsSynonym]:
     """Every value a broker key has, most to least precedent (Kafka's synonym order)."""
     config = ctx.config
     found: list[tuple[str | None, int]] = []
@@ -116,21 +122,22 @@ def _broker_synonyms(name: str, ctx: BrokerContext) -> list[dict[str, Any]]:
     return [{"name": name, "value": _shown(name, value), "source": source} for value, source in found]
 
 
-def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
+def _topic_entry(key: str, topic_configs: dict[str, str], ctx: BrokerContext, synonyms: bool
+                 ) -> DescribeConfigsResourceResult:
     value, source = describe_topic_config(key, topic_configs, ctx.config)
     definition = TOPIC_CONFIGS[key]
-    entry: dict[str, Any] = {"name": key, "value": value, "read_only": False, "config_source": source,
-                             "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
-                             "config_type": definition.kind, "synonyms": []}
+    found: list[DescribeConfigsSynonym] = []
     if synonyms:
         if source == ConfigSource.DYNAMIC_TOPIC_CONFIG:
-            entry["synonyms"].append({"name": key, "value": value, "source": source})
+            found.append({"name": key, "value": value, "source": source})
         if definition.broker_key is not None:
-            entry["synonyms"] += _broker_synonyms(definition.broker_key, ctx)
-    return entry
+            found += _broker_synonyms(definition.broker_key, ctx)
+    return {"name": key, "value": value, "read_only": False, "config_source": source,
+            "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
+            "config_type": definition.kind, "synonyms": found}
 
 
-def _broker_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
+def _broker_entry(name: str, ctx: BrokerContext, synonyms: bool) -> DescribeConfigsResourceResult:
     """One key of a broker: its dynamic value (applied or only stored) if it has one, else its
     static or default value."""
     dynamic = ctx.config.dynamic_text(name)
@@ -141,10 +148,11 @@ def _broker_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, An
     else:
         text, source = KAFKA_DYNAMIC_UNDEFINED[name][1], ConfigSource.DEFAULT_CONFIG
     definition = DEFINITIONS.get(name)
-    entry: dict[str, Any] = {"name": name, "value": _shown(name, text), "read_only": not _updatable(name),
-                             "config_source": source, "is_default": source == ConfigSource.DEFAULT_CONFIG,
-                             "is_sensitive": _sensitive(name), "config_type": _kind(name), "synonyms": [],
-                             "documentation": definition.doc if definition is not None else None}
+    entry: DescribeConfigsResourceResult = {
+        "name": name, "value": _shown(name, text), "read_only": not _updatable(name),
+        "config_source": source, "is_default": source == ConfigSource.DEFAULT_CONFIG,
+        "is_sensitive": _sensitive(name), "config_type": _kind(name), "synonyms": [],
+        "documentation": definition.doc if definition is not None else None}
     if synonyms:
         entry["synonyms"] = _broker_synonyms(name, ctx)
     return entry
@@ -157,16 +165,17 @@ def _updatable(name: str) -> bool:
     return name in KAFKA_DYNAMIC_UNDEFINED or (definition is not None and updatable_dynamically(name))
 
 
-def _cluster_default_entry(name: str, ctx: BrokerContext, synonyms: bool) -> dict[str, Any]:
+def _cluster_default_entry(name: str, ctx: BrokerContext, synonyms: bool) -> DescribeConfigsResourceResult:
     """The cluster-wide dynamic default of a key (DescribeConfigs of the broker resource "")."""
     config = ctx.config
     value = _shown(name, format_value(config.dynamic_default[name]) if name in config.dynamic_default
                    else config.stored_default[name])
     source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     definition = DEFINITIONS.get(name)
-    entry: dict[str, Any] = {"name": name, "value": value, "read_only": not _updatable(name), "config_source": source,
-                             "is_default": False, "is_sensitive": _sensitive(name), "config_type": _kind(name),
-                             "synonyms": [], "documentation": definition.doc if definition is not None else None}
+    entry: DescribeConfigsResourceResult = {
+        "name": name, "value": value, "read_only": not _updatable(name), "config_source": source,
+        "is_default": False, "is_sensitive": _sensitive(name), "config_type": _kind(name),
+        "synonyms": [], "documentation": definition.doc if definition is not None else None}
     if synonyms:
         entry["synonyms"] = [{"name": name, "value": value, "source": source}]
     return entry

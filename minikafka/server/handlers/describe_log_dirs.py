@@ -14,7 +14,6 @@ does: dirs on one file system share its bytes.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from minikafka.replica.log_dir_mover import MOVE_ERROR_TAG
 from minikafka.security.acl import AclOperation
@@ -22,8 +21,13 @@ from minikafka.server.context import BrokerContext
 from minikafka.storage.errors import KafkaStorageError
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.describe_log_dirs import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsRequestView,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+)
 
-API_KEY = 35
 # Private tagged field of a DescribeLogDirs v2+ result: an id of the dir's file system (its
 # device number, as text); dirs with the same id share one file system.
 FILE_SYSTEM_TAG = 10_001
@@ -31,7 +35,15 @@ FILE_SYSTEM_TAG = 10_001
 Wanted = dict[str, set[int]] | None
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+class _TaggedPartition(DescribeLogDirsPartition, total=False):
+    _unknown_tagged_fields: dict[int, bytes]  # MOVE_ERROR_TAG, v2+
+
+
+class _TaggedResult(DescribeLogDirsResult, total=False):
+    _unknown_tagged_fields: dict[int, bytes]  # FILE_SYSTEM_TAG, v2+
+
+
+async def handle(request: Request[DescribeLogDirsRequestView], ctx: BrokerContext) -> DescribeLogDirsResponse:
     topics = request.body.topics
     if not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
@@ -43,9 +55,9 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
 
 
-def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool) -> dict[str, Any]:
+def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool) -> DescribeLogDirsResult:
     manager = ctx.log_manager
-    offline = {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": log_dir, "topics": [],
+    offline: DescribeLogDirsResult = {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": log_dir, "topics": [],
                "total_bytes": -1, "usable_bytes": -1}
     if log_dir not in manager.live_dirs:
         return offline
@@ -55,11 +67,11 @@ def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool)
     except KafkaStorageError:
         return offline
     failures = ctx.mover.failures
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_topic: dict[str, list[DescribeLogDirsPartition]] = defaultdict(list)
     for (topic, index), log in list(manager.logs.items()):
         if log.log_dir != log_dir or not _selected(wanted, topic, index):
             continue
-        entry: dict[str, Any] = {"partition_index": index, "partition_size": log.size_bytes,
+        entry: _TaggedPartition = {"partition_index": index, "partition_size": log.size_bytes,
                                  "offset_lag": max(log.high_watermark - log.log_end_offset, 0),
                                  "is_future_key": False}
         failure = failures.get((topic, index))
@@ -74,7 +86,7 @@ def describe_dir(log_dir: str, ctx: BrokerContext, wanted: Wanted, tagged: bool)
         lag = max(current.log_end_offset - future.log_end_offset, 0) if current is not None else -1
         by_topic[topic].append({"partition_index": index, "partition_size": future.size_bytes,
                                 "offset_lag": lag, "is_future_key": True})
-    result: dict[str, Any] = {
+    result: _TaggedResult = {
         "error_code": ErrorCode.NONE,
         "log_dir": log_dir,
         "topics": [{"name": topic, "partitions": sorted(entries, key=lambda e: e["partition_index"])}

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_topic, may_on_transactional_id
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.describe_transactions import (
+    DescribeTransactionsRequestView,
+    DescribeTransactionsResponse,
+    TransactionState,
+)
 
-API_KEY = 65
 
-
-def _describe(transactional_id: str, ctx: BrokerContext) -> dict[str, Any]:
+def _describe(transactional_id: str, ctx: BrokerContext) -> TransactionState:
     error, found = ctx.txns.describe(transactional_id)
     if not may_on_transactional_id(ctx, AclOperation.DESCRIBE, transactional_id):
         error, found = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
@@ -32,6 +33,7 @@ def _describe(transactional_id: str, ctx: BrokerContext) -> dict[str, Any]:
             "topics": [{"topic": topic, "partitions": indexes} for topic, indexes in by_topic.items()]}
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[DescribeTransactionsRequestView], ctx: BrokerContext
+                 ) -> DescribeTransactionsResponse:
     return {"throttle_time_ms": 0,
             "transaction_states": [_describe(t, ctx) for t in request.body.transactional_ids]}

@@ -8,27 +8,28 @@ one it cannot lead (its dir failed) has no other replica to elect."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from minikafka.metadata_cache import PartitionMetadata
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
+from protocol.typed.elect_leaders import ElectLeadersRequestView, ElectLeadersResponse, PartitionResult
 
-API_KEY = 43
 PREFERRED, UNCLEAN = 0, 1
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[ElectLeadersRequestView], ctx: BrokerContext) -> ElectLeadersResponse:
     body = request.body
     wanted = None if body.topic_partitions is None else [
         (t.topic, p) for t in body.topic_partitions for p in t.partitions]
     election = body.get("election_type", PREFERRED)
     if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
         denied = _answer(wanted or [], (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."))
-        return {**denied, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        denied["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return denied
     if election not in (PREFERRED, UNCLEAN):
         return _answer(wanted or [], (ErrorCode.INVALID_REQUEST, f"unknown election type {election}"))
     controller = ctx.cluster_controller
@@ -55,20 +56,22 @@ def embedded_outcome(election: int, partition: PartitionMetadata | None) -> tupl
     return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "its only replica is offline"
 
 
-def _answer(wanted: list[tuple[str, int]], outcome: tuple[ErrorCode, str | None]) -> dict[str, Any]:
+def _answer(wanted: list[tuple[str, int]], outcome: tuple[ErrorCode, str | None]) -> ElectLeadersResponse:
     return _respond(dict.fromkeys(wanted, outcome))
 
 
-def _respond(results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> dict[str, Any]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+def _respond(results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> ElectLeadersResponse:
+    by_topic: dict[str, list[PartitionResult]] = {}
     for (topic, index), (error, message) in sorted(results.items()):
         by_topic.setdefault(topic, []).append({"partition_id": index, "error_code": error, "error_message": message})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": [
         {"topic": topic, "partition_result": partitions} for topic, partitions in by_topic.items()]}
 
 
-async def _forward(request: Request, ctx: BrokerContext, wanted: list[tuple[str, int]] | None) -> dict[str, Any]:
-    forwarded = await to_controller(API_KEY, request, ctx, request.body.timeout_ms / 1000)
+async def _forward(request: Request[ElectLeadersRequestView], ctx: BrokerContext, wanted: list[tuple[str, int]] | None
+                   ) -> ElectLeadersResponse:
+    forwarded = await to_controller(ApiKey.ELECT_LEADERS, request, ctx, request.body.timeout_ms / 1000)
     if forwarded is None:
         return _answer(wanted or [], (ErrorCode.NOT_CONTROLLER, "no controller answered"))
-    return dict(forwarded)
+    # The controller answered in this request's version: passed on as it came.
+    return cast("ElectLeadersResponse", forwarded)

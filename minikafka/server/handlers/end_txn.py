@@ -3,19 +3,16 @@ then writes the markers to every partition of the transaction."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.add_partitions_to_txn import fenced_error
 from minikafka.server.handlers.authorization import may_on_transactional_id
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.end_txn import EndTxnRequestView, EndTxnResponse
 
-API_KEY = 26
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[EndTxnRequestView], ctx: BrokerContext) -> EndTxnResponse:
     body = request.body
     if not may_on_transactional_id(ctx, AclOperation.WRITE, body.transactional_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -8,8 +8,6 @@ fetch; clients handle that as Kafka specifies.
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.replica.replica_manager import FetchRequestPartition
 from minikafka.replica.replica_selector import ClientMetadata
 from minikafka.security.acl import AclOperation
@@ -18,12 +16,18 @@ from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
 from minikafka.server.metrics import BYTES_OUT
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.fetch import (
+    FetchableTopicResponse,
+    FetchRequestView,
+    FetchResponse,
+    FetchTopicView,
+    PartitionData,
+)
 
-API_KEY = 1
 READ_COMMITTED = 1
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> FetchResponse:
     body = request.body
     by_id = request.api_version >= 13
     replica_id = body.replica_id if request.api_version <= 14 else body.replica_state.replica_id
@@ -31,7 +35,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     # A follower's fetch needs CLUSTER_ACTION (it is a broker), a consumer's READ on each topic.
     follower_allowed = replica_id < 0 or from_a_broker(ctx)
     wanted: list[FetchRequestPartition] = []
-    layout: list[tuple[Any, str | None, list[tuple[int, int | ErrorCode | None]]]] = []
+    layout: list[tuple[FetchTopicView, str | None, list[tuple[int, int | ErrorCode | None]]]] = []
     for topic in body.topics:
         if by_id:
             state = ctx.metadata.topic_by_id(topic.topic_id)
@@ -58,13 +62,13 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes, client)
     if replica_id < 0:
         BYTES_OUT.inc(sum(r.size for r in results))
-    responses = []
+    responses: list[FetchableTopicResponse] = []
     for topic, name, slots in layout:
-        partitions = []
+        partitions: list[PartitionData] = []
         for index, slot in slots:
             if slot is None or isinstance(slot, ErrorCode):
                 partitions.append({"partition_index": index, "error_code": slot or ErrorCode.UNKNOWN_TOPIC_ID,
-                                   "high_watermark": -1, "records": b""})
+                                   "high_watermark": -1, "aborted_transactions": None, "records": b""})
                 continue
             result = results[slot]
             partitions.append({
@@ -79,5 +83,5 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
                 "preferred_read_replica": result.preferred_read_replica,
                 "records": result.records if result.records is not None else b"",
             })
-        responses.append({"topic": name, "topic_id": topic.get("topic_id"), "partitions": partitions})
+        responses.append({"topic": name or "", "topic_id": topic.topic_id, "partitions": partitions})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}

@@ -5,7 +5,6 @@ its first lookup."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from minikafka.controller.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.security.acl import AclOperation, ResourceType
@@ -13,8 +12,8 @@ from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.find_coordinator import Coordinator, FindCoordinatorRequestView, FindCoordinatorResponse
 
-API_KEY = 10
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 log = logging.getLogger(__name__)
@@ -51,7 +50,7 @@ async def ensure_offsets_topic(ctx: BrokerContext) -> None:
     await ensure_internal_topic(ctx, OFFSETS_TOPIC)
 
 
-def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
+def _lookup(key: str, key_type: int, ctx: BrokerContext) -> Coordinator:
     node = None
     message: str | None
     if key_type == GROUP_KEY_TYPE and not may_on_group(ctx, AclOperation.DESCRIBE, key):
@@ -80,7 +79,7 @@ def _lookup(key: str, key_type: int, ctx: BrokerContext) -> dict[str, Any]:
             "host": node.host, "port": node.port}
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[FindCoordinatorRequestView], ctx: BrokerContext) -> FindCoordinatorResponse:
     body = request.body
     if body.key_type == GROUP_KEY_TYPE:
         await ensure_offsets_topic(ctx)
@@ -90,5 +89,5 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         return {"throttle_time_ms": 0,
                 "coordinators": [_lookup(key, body.key_type, ctx) for key in body.coordinator_keys]}
     found = _lookup(body.key, body.key_type, ctx)
-    del found["key"]
-    return {"throttle_time_ms": 0, **found}
+    return {"throttle_time_ms": 0, "error_code": found["error_code"], "error_message": found["error_message"],
+            "node_id": found["node_id"], "host": found["host"], "port": found["port"]}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.group.coordinator import JoinRequest
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
@@ -11,11 +9,10 @@ from minikafka.server.handlers.authorization import may_on_group
 from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.join_group import JoinGroupRequestView, JoinGroupResponse, JoinGroupResponseMember
 
-API_KEY = 11
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[JoinGroupRequestView], ctx: BrokerContext) -> JoinGroupResponse:
     body = request.body
     version = request.api_version
     if not may_on_group(ctx, AclOperation.READ, body.group_id):
@@ -39,7 +36,13 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         reason=body.reason,
     )
     await ensure_offsets_topic(ctx)
-    response = await ctx.groups.join_group(join)
-    if version < 7 and response["protocol_name"] is None:
-        response["protocol_name"] = ""  # nullable only from v7
-    return {"throttle_time_ms": 0, **response}
+    result = await ctx.groups.join_group(join)
+    protocol_name = result["protocol_name"]
+    if version < 7 and protocol_name is None:
+        protocol_name = ""  # nullable only from v7
+    members: list[JoinGroupResponseMember] = [
+        {"member_id": m["member_id"], "group_instance_id": m["group_instance_id"], "metadata": m["metadata"]}
+        for m in result["members"]]
+    return {"throttle_time_ms": 0, "error_code": result["error_code"], "generation_id": result["generation_id"],
+            "protocol_type": result["protocol_type"], "protocol_name": protocol_name, "leader": result["leader"],
+            "skip_assignment": result["skip_assignment"], "member_id": result["member_id"], "members": members}

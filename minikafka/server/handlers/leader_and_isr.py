@@ -3,40 +3,45 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import PartitionCommand
 from minikafka.server.handlers.controller_requests import refusal
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.leader_and_isr import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrPartitionStateView,
+    LeaderAndIsrRequestView,
+    LeaderAndIsrResponse,
+)
 
-API_KEY = 4
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _commands(request: Request) -> list[tuple[PartitionCommand, str]]:
+def _commands(request: Request[LeaderAndIsrRequestView]) -> list[tuple[PartitionCommand, str]]:
     """(command, topic name as the request gave it) for every partition of the request."""
     body = request.body
     version = request.api_version
-    found = []
+    found: list[tuple[PartitionCommand, str]] = []
     if version <= 1:
-        groups: list[tuple[str, uuid.UUID, Any]] = [(s.topic_name, ZERO_UUID, [s]) for s in body.ungrouped_partition_states]
+        groups: list[tuple[str, uuid.UUID, list[LeaderAndIsrPartitionStateView]]] = [
+            (s.topic_name, ZERO_UUID, [s]) for s in body.ungrouped_partition_states]
     else:
-        groups = [(t.topic_name, t.get("topic_id") or ZERO_UUID, t.partition_states) for t in body.topic_states]
+        groups = [(t.topic_name, t.topic_id or ZERO_UUID, t.partition_states) for t in body.topic_states]
     for topic, topic_id, states in groups:
         for s in states:
             found.append((PartitionCommand(
                 topic=topic, topic_id=topic_id, index=s.partition_index, leader=s.leader,
                 leader_epoch=s.leader_epoch, isr=tuple(s.isr), replicas=tuple(s.replicas),
-                partition_epoch=s.partition_epoch, is_new=bool(s.get("is_new", False))), topic))
+                partition_epoch=s.partition_epoch, is_new=s.is_new), topic))
     return found
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[LeaderAndIsrRequestView], ctx: BrokerContext) -> LeaderAndIsrResponse:
     body = request.body
     commands = _commands(request)
-    error = refusal(request, ctx, body.controller_id, body.controller_epoch, body.get("broker_epoch", -1))
+    error = refusal(request.api_key, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
     if error is None:
         assert ctx.commands is not None
         results = await ctx.commands.leader_and_isr([c for c, _ in commands])
@@ -47,7 +52,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         return {"error_code": top_error, "partition_errors": [
             {"topic_name": c.topic, "partition_index": c.index, "error_code": results[(c.topic, c.index)]}
             for c, _ in commands]}
-    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    by_topic: dict[uuid.UUID, list[LeaderAndIsrPartitionError]] = {}
     for c, _ in commands:
         by_topic.setdefault(c.topic_id, []).append(
             {"partition_index": c.index, "error_code": results[(c.topic, c.index)]})

@@ -8,26 +8,29 @@ unclean leader (controller/replica_log_ends.py); it needs DESCRIBE on the topic,
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.replica.replica_manager import LATEST_TIMESTAMP
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequestView,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 
-API_KEY = 2
 READ_COMMITTED = 1
 DEBUGGING_REPLICA_ID = -2
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[ListOffsetsRequestView], ctx: BrokerContext) -> ListOffsetsResponse:
     read_committed = request.api_version >= 2 and request.body.isolation_level == READ_COMMITTED
     debugging = request.body.replica_id == DEBUGGING_REPLICA_ID
-    topics = []
+    topics: list[ListOffsetsTopicResponse] = []
     for topic in request.body.topics:
-        partitions = []
+        partitions: list[ListOffsetsPartitionResponse] = []
         if not (may_on_topic(ctx, AclOperation.DESCRIBE, topic.name) or debugging and from_a_broker(ctx)):
             topics.append({"name": topic.name, "partitions": [
                 {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,

@@ -3,18 +3,22 @@ controller knows them, another broker forwards to it. The embedded broker never 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.forward import to_controller
-from protocol import Request
+from protocol import ApiKey, Request
 from protocol.errors import ErrorCode
+from protocol.typed.list_partition_reassignments import (
+    ListPartitionReassignmentsRequestView,
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+)
 
-API_KEY = 46
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[ListPartitionReassignmentsRequestView], ctx: BrokerContext
+                 ) -> ListPartitionReassignmentsResponse:
     body = request.body
     wanted = None if body.topics is None else [(t.name, p) for t in body.topics for p in t.partition_indexes]
     controller = ctx.cluster_controller
@@ -23,14 +27,15 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     if controller is None:
         return _respond({}, ErrorCode.NONE, None)
     if not controller.active:
-        forwarded = await to_controller(API_KEY, request, ctx, body.timeout_ms / 1000)
+        forwarded = await to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, request, ctx, body.timeout_ms / 1000)
         if forwarded is None:
             return _respond({}, ErrorCode.NOT_CONTROLLER, "no controller answered")
-        return dict(forwarded)
+        # The controller answered in this request's version: passed on as it came.
+        return cast("ListPartitionReassignmentsResponse", forwarded)
     moving = await controller.list_reassignments(wanted)
     if moving is None:
         return _respond({}, ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
     for (topic, index), assignment in sorted(moving.items()):
         by_topic.setdefault(topic, []).append({
             "partition_index": index, "replicas": list(assignment.replicas),
@@ -38,6 +43,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     return _respond(by_topic, ErrorCode.NONE, None)
 
 
-def _respond(by_topic: dict[str, list[dict[str, Any]]], error: ErrorCode, message: str | None) -> dict[str, Any]:
+def _respond(by_topic: dict[str, list[OngoingPartitionReassignment]], error: ErrorCode, message: str | None
+             ) -> ListPartitionReassignmentsResponse:
     return {"throttle_time_ms": 0, "error_code": error, "error_message": message,
             "topics": [{"name": topic, "partitions": partitions} for topic, partitions in by_topic.items()]}

@@ -4,7 +4,6 @@ id, how long their transaction has been open (v1) and a pattern on the id (v2)."
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
@@ -12,12 +11,13 @@ from minikafka.server.handlers.authorization import may_on_transactional_id
 from minikafka.txn.state import TxnState
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.list_transactions import ListTransactionsRequestView, ListTransactionsResponse
 
-API_KEY = 66
 _STATES = {state.display_name: state for state in TxnState}
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[ListTransactionsRequestView], ctx: BrokerContext
+                 ) -> ListTransactionsResponse:
     body = request.body
     version = request.api_version
     unknown = [name for name in body.state_filters if name not in _STATES]

@@ -7,7 +7,6 @@ principal that may CREATE it, as in Kafka."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from minikafka.controller.topics import INTERNAL_TOPICS, topic_name_error
 from minikafka.metadata_cache import NO_LEADER, PartitionMetadata, TopicMetadata
@@ -16,12 +15,17 @@ from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.metadata import (
+    MetadataRequestView,
+    MetadataResponse,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 
-API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def describe_topic(topic: TopicMetadata) -> dict[str, Any]:
+def describe_topic(topic: TopicMetadata) -> MetadataResponseTopic:
     return {
         "error_code": ErrorCode.NONE,
         "name": topic.name,
@@ -31,7 +35,7 @@ def describe_topic(topic: TopicMetadata) -> dict[str, Any]:
     }
 
 
-def _describe_partition(index: int, state: PartitionMetadata) -> dict[str, Any]:
+def _describe_partition(index: int, state: PartitionMetadata) -> MetadataResponsePartition:
     # An offline leader is no leader: clients see what Kafka shows for a partition whose only
     # replica is gone (LEADER_NOT_AVAILABLE, leader -1, the ISR as last known).
     leader = state.leader if state.available else NO_LEADER
@@ -46,18 +50,18 @@ def _describe_partition(index: int, state: PartitionMetadata) -> dict[str, Any]:
     }
 
 
-def _missing_topic(name: str | None, topic_id: uuid.UUID, error: ErrorCode) -> dict[str, Any]:
+def _missing_topic(name: str | None, topic_id: uuid.UUID, error: ErrorCode) -> MetadataResponseTopic:
     return {"error_code": error, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[MetadataRequestView], ctx: BrokerContext) -> MetadataResponse:
     body = request.body
     metadata = ctx.metadata
     # v0: an empty list means every topic; v1+: null means every topic.
     every_topic = body.topics is None or (request.api_version == 0 and not body.topics)
     allow_create = ctx.config["auto.create.topics.enable"] and (
         request.api_version < 4 or body.allow_auto_topic_creation)
-    topics: list[dict[str, Any]] = []
+    topics: list[MetadataResponseTopic] = []
 
     def may_describe(name: str) -> bool:
         return may_on_topic(ctx, AclOperation.DESCRIBE, name)
@@ -65,7 +69,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
     if every_topic:
         topics = [describe_topic(t) for t in metadata.topics().values() if may_describe(t.name)]
     else:
-        for requested in body.topics:
+        for requested in body.topics or ():
             name = requested.name
             topic_id = requested.get("topic_id") or ZERO_UUID
             if name is None:

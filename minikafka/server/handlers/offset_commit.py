@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from minikafka.group.coordinator import CommitEntry
 from minikafka.security.acl import AclOperation
@@ -12,8 +11,12 @@ from minikafka.server.handlers.authorization import may_on_group, may_on_topic
 from minikafka.server.handlers.find_coordinator import ensure_offsets_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.offset_commit import (
+    OffsetCommitRequestTopicView,
+    OffsetCommitRequestView,
+    OffsetCommitResponse,
+)
 
-API_KEY = 8
 # How long a commit waits for the ISR of its __consumer_offsets partition (Kafka's
 # offsets.commit.timeout.ms default).
 COMMIT_TIMEOUT_MS = 5000
@@ -29,14 +32,14 @@ async def wait_replicated(ctx: BrokerContext, group_id: str, errors: dict[tuple[
         errors.update(dict.fromkeys(written, replicated))
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[OffsetCommitRequestView], ctx: BrokerContext) -> OffsetCommitResponse:
     body = request.body
     version = request.api_version
     by_id = version >= 10
     topics = ctx.metadata.topics()
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitEntry] = {}
-    layout = []
+    layout: list[tuple[OffsetCommitRequestTopicView, list[tuple[str, int]]]] = []
     group_allowed = may_on_group(ctx, AclOperation.READ, body.group_id)
     for topic in body.topics:
         state = ctx.metadata.topic_by_id(topic.topic_id) if by_id else topics.get(topic.name)
@@ -45,7 +48,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         denied = None if group_allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED
         if denied is None and name is not None and not may_on_topic(ctx, AclOperation.READ, name):
             denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        slots = []
+        slots: list[tuple[str, int]] = []
         for p in topic.partitions:
             key = (name or "", p.partition_index)
             slots.append(key)
@@ -64,6 +67,6 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
             unknown_group_error=ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION))
         await wait_replicated(ctx, body.group_id, errors, wanted)
     return {"throttle_time_ms": 0, "topics": [
-        {"name": topic.get("name"), "topic_id": topic.get("topic_id"),
+        {"name": topic.name, "topic_id": topic.topic_id,
          "partitions": [{"partition_index": index, "error_code": errors[(name, index)]} for name, index in slots]}
         for topic, slots in layout]}

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_on_group, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.offset_delete import OffsetDeleteRequestView, OffsetDeleteResponse
 
-API_KEY = 47
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[OffsetDeleteRequestView], ctx: BrokerContext) -> OffsetDeleteResponse:
     body = request.body
     if not may_on_group(ctx, AclOperation.DELETE, body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}

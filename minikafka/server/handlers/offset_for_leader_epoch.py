@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.offset_for_leader_epoch import (
+    EpochEndOffset,
+    OffsetForLeaderEpochRequestView,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
 
-API_KEY = 23
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
-    topics = []
+async def handle(request: Request[OffsetForLeaderEpochRequestView], ctx: BrokerContext
+                 ) -> OffsetForLeaderEpochResponse:
+    topics: list[OffsetForLeaderTopicResult] = []
     # A follower (replica id >= 0, v3+) needs CLUSTER_ACTION, anyone else DESCRIBE on each topic.
-    follower = request.body.get("replica_id", -1) >= 0
+    follower = request.body.replica_id >= 0
     for topic in request.body.topics:
-        partitions = []
+        partitions: list[EpochEndOffset] = []
         allowed = from_a_broker(ctx) if follower else may_on_topic(ctx, AclOperation.DESCRIBE, topic.topic)
         for p in topic.partitions:
             if not allowed:

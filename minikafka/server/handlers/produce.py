@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Any
 
 from minikafka.repeated_log import RepeatedLog
 from minikafka.replica.replica_manager import ProduceResult, now_ms
@@ -16,24 +15,31 @@ from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.produce import (
+    PartitionProduceResponse,
+    ProduceRequestView,
+    ProduceResponse,
+    TopicProduceDataView,
+    TopicProduceResponse,
+)
 
-API_KEY = 0
 log = logging.getLogger(__name__)
 # One line a minute per topic and error, however often clients retry.
 refusals = RepeatedLog(log)
+Records = memoryview | None  # a partition's batches, as decoded
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
+async def handle(request: Request[ProduceRequestView], ctx: BrokerContext) -> ProduceResponse | None:
     body = request.body
     by_id = request.api_version >= 13
     acks = body.acks
     now = now_ms()
-    responses = []
+    responses: list[TopicProduceResponse] = []
     replicating: list[Awaitable[None]] = []
-    layout: list[tuple[Any, list[tuple[int, ProduceResult]]]] = []
+    layout: list[tuple[TopicProduceDataView, list[tuple[int, ProduceResult]]]] = []
     names: list[str | None] = []
 
-    def append(name: str, index: int, records: Any, verified: tuple[int, object] | None = None) -> ProduceResult:
+    def append(name: str, index: int, records: Records, verified: tuple[int, object] | None = None) -> ProduceResult:
         result = ctx.replica_manager.append(name, index, records, now, acks=acks, verified=verified)
         if result.error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
             refusals.log(logging.INFO, (name, result.error), "produce to %s-%d refused: %s %s", name, index,
@@ -45,7 +51,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     async def append_all() -> None:
         # (producer id, epoch) -> the partitions whose batch opens that producer's transaction
         # here: (topic, index, records, the slot of its result)
-        to_verify: dict[tuple[int, int], list[tuple[str, int, Any, list[tuple[int, ProduceResult]], int]]] = {}
+        to_verify: dict[tuple[int, int], list[tuple[str, int, Records, list[tuple[int, ProduceResult]], int]]] = {}
         # A transactional producer needs WRITE on its transactional id, as in Kafka.
         transactional_denied = body.transactional_id is not None and not ctx.session.allowed(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
@@ -72,6 +78,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
                 partitions.append((data.index, result))
             layout.append((topic_data, partitions))
         for (producer_id, epoch), waiting in to_verify.items():
+            assert body.transactional_id is not None  # only a transactional producer's batches wait here
             verdicts = await ctx.txn_verifier.verify(body.transactional_id, producer_id, epoch,
                                                      [(name, index) for name, index, *_ in waiting])
             for name, index, records, slots, slot in waiting:
@@ -97,7 +104,7 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
     for (topic_data, partitions), name in zip(layout, names, strict=True):
         answers = []
         for index, result in partitions:
-            answer: dict[str, Any] = {
+            answer: PartitionProduceResponse = {
                 "index": index,
                 "error_code": result.error,
                 "base_offset": result.base_offset if result.error == ErrorCode.NONE else -1,
@@ -114,14 +121,14 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any] | None:
                 answer["current_leader"] = {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
                 leaders.add(state.leader)
             answers.append(answer)
-        responses.append({"name": topic_data.get("name"), "topic_id": topic_data.get("topic_id"),
+        responses.append({"name": topic_data.name, "topic_id": topic_data.topic_id,
                           "partition_responses": answers})
     endpoints = [ctx.metadata.broker(b, ctx.listener_name) for b in sorted(leaders)]
     return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": [
         {"node_id": e.broker_id, "host": e.host, "port": e.port, "rack": e.rack} for e in endpoints if e is not None]}
 
 
-async def _topic_name(topic_data: Any, by_id: bool, ctx: BrokerContext) -> str | None:
+async def _topic_name(topic_data: TopicProduceDataView, by_id: bool, ctx: BrokerContext) -> str | None:
     """The topic's name; auto-creates a topic named by a v0-12 request when the broker allows it."""
     if by_id:
         topic = ctx.metadata.topic_by_id(topic_data.topic_id)

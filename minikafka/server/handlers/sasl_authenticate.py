@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.server.context import BrokerContext
 from protocol import Request
+from protocol.typed.sasl_authenticate import SaslAuthenticateRequestView, SaslAuthenticateResponse
 
-API_KEY = 36
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[SaslAuthenticateRequestView], ctx: BrokerContext
+                 ) -> SaslAuthenticateResponse:
     return await ctx.session.authenticate(request)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.server.context import BrokerContext
 from protocol import Request
+from protocol.typed.sasl_handshake import SaslHandshakeRequestView, SaslHandshakeResponse
 
-API_KEY = 17
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[SaslHandshakeRequestView], ctx: BrokerContext) -> SaslHandshakeResponse:
     return ctx.session.handshake(request)

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import StopCommand
 from minikafka.server.handlers.controller_requests import refusal
 from protocol import Request
+from protocol.typed.stop_replica import StopReplicaRequestView, StopReplicaResponse
 
-API_KEY = 5
 
-
-def _commands(request: Request) -> list[StopCommand]:
+def _commands(request: Request[StopReplicaRequestView]) -> list[StopCommand]:
     body = request.body
     version = request.api_version
     if version == 0:
@@ -24,10 +21,10 @@ def _commands(request: Request) -> list[StopCommand]:
             for t in body.topic_states for p in t.partition_states]
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[StopReplicaRequestView], ctx: BrokerContext) -> StopReplicaResponse:
     body = request.body
     commands = _commands(request)
-    error = refusal(request, ctx, body.controller_id, body.controller_epoch, body.get("broker_epoch", -1))
+    error = refusal(request.api_key, ctx, body.controller_id, body.controller_epoch, body.broker_epoch)
     if error is not None:
         return {"error_code": error, "partition_errors": [
             {"topic_name": c.topic, "partition_index": c.index, "error_code": error} for c in commands]}

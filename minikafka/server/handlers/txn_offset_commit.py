@@ -5,8 +5,6 @@ commit (KIP-447)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from minikafka.coordinator_topic import TxnProducer
 from minikafka.group.coordinator import CommitEntry
 from minikafka.security.acl import AclOperation
@@ -15,11 +13,10 @@ from minikafka.server.handlers.authorization import may_on_group, may_on_topic, 
 from minikafka.server.handlers.offset_commit import wait_replicated
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.txn_offset_commit import TxnOffsetCommitRequestView, TxnOffsetCommitResponse
 
-API_KEY = 28
 
-
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[TxnOffsetCommitRequestView], ctx: BrokerContext) -> TxnOffsetCommitResponse:
     body = request.body
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], CommitEntry] = {}

@@ -1,25 +1,28 @@
 """DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554): users' SCRAM credentials,
 kept salted and hashed by the security store; describing needs DESCRIBE on the cluster, altering
-ALTER."""
+ALTER. One handler per API: `describe` and `alter`."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from minikafka.security.acl import AclOperation
 from minikafka.security.manager import UserAlteration
 from minikafka.server.context import BrokerContext
 from protocol import Request
 from protocol.errors import ErrorCode
+from protocol.typed.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequestView,
+    AlterUserScramCredentialsResponse,
+)
+from protocol.typed.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequestView,
+    DescribeUserScramCredentialsResponse,
+)
 
-API_KEYS = (50, 51)
-DESCRIBE = 50
 NOT_AUTHORIZED = "Not authorized to {} SCRAM credentials (Cluster:kafka-cluster)"
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
-    if request.api_key == DESCRIBE:
-        return _describe(request, ctx)
+async def alter(request: Request[AlterUserScramCredentialsRequestView], ctx: BrokerContext
+                ) -> AlterUserScramCredentialsResponse:
     body = request.body
     if not ctx.session.allowed_on_cluster(AclOperation.ALTER):
         users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
@@ -34,7 +37,8 @@ async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
         {"user": r.user, "error_code": r.error, "error_message": r.message} for r in results]}
 
 
-def _describe(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def describe(request: Request[DescribeUserScramCredentialsRequestView], ctx: BrokerContext
+                   ) -> DescribeUserScramCredentialsResponse:
     if not ctx.session.allowed_on_cluster(AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": NOT_AUTHORIZED.format("describe"), "results": []}

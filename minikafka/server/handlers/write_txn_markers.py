@@ -4,30 +4,34 @@ markers that end transactions to the partitions this broker leads, as acks=all."
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.record_codec import ControlMarker
+from protocol.typed.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerView,
+    WriteTxnMarkersRequestView,
+    WriteTxnMarkersResponse,
+)
 
-API_KEY = 27
 
-
-async def _write(marker: Any, ctx: BrokerContext) -> dict[str, Any]:
+async def _write(marker: WritableTxnMarkerView, ctx: BrokerContext) -> WritableTxnMarkerResult:
     partitions = [(topic.name, index) for topic in marker.topics for index in topic.partition_indexes]
     errors = await ctx.txn_markers.write_here(marker.producer_id, marker.producer_epoch,
                                               ControlMarker(not marker.transaction_result, marker.coordinator_epoch),
                                               partitions)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[WritableTxnMarkerPartitionResult]] = {}
     for (topic, index), error in errors.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error})
     return {"producer_id": marker.producer_id,
             "topics": [{"name": name, "partitions": results} for name, results in by_topic.items()]}
 
 
-async def handle(request: Request, ctx: BrokerContext) -> dict[str, Any]:
+async def handle(request: Request[WriteTxnMarkersRequestView], ctx: BrokerContext) -> WriteTxnMarkersResponse:
     if not from_a_broker(ctx):  # a transaction coordinator's request: CLUSTER_ACTION
         return {"markers": [{"producer_id": marker.producer_id, "topics": [
             {"name": topic.name, "partitions": [{"partition_index": index,
