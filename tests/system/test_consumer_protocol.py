@@ -9,6 +9,7 @@ producer writes keyed records. Then, from the members' own event logs:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -92,6 +93,9 @@ class Member:
     def read_count(self) -> int:
         return sum(len(e["r"]) for e in self.read() if e["e"] == "read")
 
+    def commit_count(self) -> int:
+        return sum(1 for e in self.read() if e["e"] == "commit")
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -134,30 +138,32 @@ def _check(members: list[Member], producer: ProducerRun) -> None:
             assert held_until <= start, f"partition {partition} owned by {holder} and {owner} at once"
             if end > held_until:
                 held_until, holder = end, owner
-    readings: dict[tuple[int, int], list[tuple[str, str]]] = {}
-    committed_by: dict[str, dict[int, int]] = {}
+    readings: dict[tuple[int, int], list[tuple[float, str, str]]] = {}  # (when, reader, key)
+    commits: dict[str, list[tuple[float, int, int]]] = {}  # reader -> (when, partition, next offset)
     for member in members:
-        last: dict[int, int] = {}
         for event in member.read():
             if event["e"] == "read":
                 for partition, offset, key in event["r"]:
-                    readings.setdefault((partition, offset), []).append((member.name, key))
+                    readings.setdefault((partition, offset), []).append((event["t"], member.name, key))
             elif event["e"] == "commit":
-                for partition, offset in event["c"].items():
-                    last[int(partition)] = max(last.get(int(partition), -1), offset)
-        committed_by[member.name] = last
+                commits.setdefault(member.name, []).extend(
+                    (event["t"], int(partition), offset) for partition, offset in event["c"].items())
     acked = {(p, o): key.decode() for key, (p, o) in producer.acked.items()}
     assert acked, "nothing was produced"
     missing = set(acked) - set(readings)
     assert not missing, f"{len(missing)} acknowledged records never read, e.g. {sorted(missing)[:5]}"
     wrong = [(where, reads) for where, reads in readings.items()
-             if any(key != acked.get(where, key) for _, key in reads)]
+             if any(key != acked.get(where, key) for _, _, key in reads)]
     assert not wrong, f"records read are not what was written: {wrong[:3]}"
-    # Read twice: fine only by a reader that had not committed past it (a killed member, a
-    # commit that failed); a reader that committed past it handed it on, so no one reads it again.
-    twice = [(where, [name for name, _ in reads]) for where, reads in readings.items() if len(reads) > 1]
-    past_commit = [(where, names) for where, names in twice
-                   if any(committed_by[name].get(where[0], -1) > where[1] for name in names[:-1])]
+    # Read again: fine only if its earlier reader had not committed past it before the next read
+    # (a killed member, a commit that failed); one that had handed it on, so no one reads it again.
+    past_commit = []
+    for (partition, offset), reads in readings.items():
+        reads.sort()
+        for (read_at, reader, _), (again_at, _, _) in itertools.pairwise(reads):
+            if any(read_at <= at <= again_at and p == partition and committed > offset
+                   for at, p, committed in commits.get(reader, [])):
+                past_commit.append(((partition, offset), [r for _, r, _ in reads]))
     assert not past_commit, f"records read again past a committed offset: {past_commit[:5]}"
 
 
@@ -188,11 +194,13 @@ def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Clus
         wait_until(lambda: members[3].owned() and len(_owners(members)) == PARTITIONS, 60, interval=0.2,
                    what="a fourth member given its share")
         coordinator = cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS))
-        reading = sum(m.read_count() for m in members)
         cluster.brokers[coordinator].kill9()
-        wait_until(lambda: sum(m.read_count() for m in members) > reading + 500, 90, interval=0.2,
-                   what="the group reading again after kill -9 of its coordinator")
-        assert cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS)) != coordinator
+        wait_until(lambda: cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS))
+                   not in (coordinator, -1), 60, interval=0.2, what="another broker coordinating the group")
+        reading, committing = sum(m.read_count() for m in members), sum(m.commit_count() for m in members)
+        wait_until(lambda: sum(m.read_count() for m in members) > reading + 300
+                   and sum(m.commit_count() for m in members) > committing + 10, 90, interval=0.2,
+                   what="the group reading and committing through its new coordinator")
         cluster.brokers[coordinator].start()
         producer.stop()
         wait_until(lambda: {(p, o) for p, o in producer.acked.values()} <= {
