@@ -488,6 +488,15 @@ class ConsumerGroups:
             self._drop(group_id)
         return error
 
+    def delete_empty(self, has_offsets: Callable[[str], bool]) -> None:
+        """Delete every group left without members or committed offsets (with the offsets' expiry,
+        as Kafka cleans up groups)."""
+        for group_id, group in list(self.groups.items()):
+            if group.members or has_offsets(group_id) or group.partition not in self.coordinator.loaded_partitions:
+                continue
+            if self.delete(group_id) == ErrorCode.NONE:
+                log.info("consumer group %s deleted: no members and no committed offsets", group_id)
+
     def _tombstone_group(self, change: _Change) -> None:
         group = change.group
         for member_id in list(group.members):

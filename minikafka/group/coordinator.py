@@ -1036,6 +1036,8 @@ class GroupCoordinator:
                 log.info("expired %d offset(s) of group %s", len(expired), group.group_id)
             if group.state == GroupState.EMPTY and not group.offsets:
                 self._delete_group(group)
+        self.consumer_groups.delete_empty(lambda group_id: bool(group_id in self.groups
+                                                                and self.groups[group_id].offsets))
         return expired_total
 
     # -----------------------------------------------------------------------------------------

@@ -362,3 +362,20 @@ async def test_without_the_migration_policy_a_classic_group_with_members_is_not_
     first = await coordinator.join_group(join_request("g"))
     await coordinator.join_group(join_request("g", first["member_id"]))
     assert Client(coordinator.consumer_groups, "n").beat().error == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_an_empty_group_goes_with_its_last_offsets() -> None:
+    coordinator, groups, store, scheduler = _coordinator()
+    for group_id in ("kept", "gone"):
+        groups.heartbeat(HeartbeatRequest(group_id, f"{group_id}-member", 0, rebalance_timeout_ms=1000, owned={},
+                                          subscribed_topic_names=("t",)), TOPICS)
+    coordinator.commit_offsets("kept", -1, "", None, {("t", 0): CommitEntry(1, -1, "")})
+    assert coordinator.commit_offsets("kept", -1, "", None, {("t", 0): CommitEntry(1, -1, "")}) == {
+        ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}  # only members commit while it has some
+    for group_id in ("kept", "gone"):
+        groups.heartbeat(HeartbeatRequest(group_id, f"{group_id}-member", -1), TOPICS)
+    coordinator.commit_offsets("kept", -1, "", None, {("t", 0): CommitEntry(1, -1, "")})
+    coordinator.expire_offsets()
+    assert set(groups.groups) == {"kept"}
+    _, reloaded, _, _ = _coordinator(store, ManualScheduler(scheduler.now))
+    assert set(reloaded.groups) == {"kept"}
