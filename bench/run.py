@@ -4,7 +4,8 @@ Starts its own broker (temporary log dirs, free ports; always stopped at the end
 acks=1 and acks=all and 1 and 8 partitions: produces N uncompressed 1 KiB records into a fresh
 topic and reads them all back, timing each; every configuration runs R times, interleaved.
 Prints a markdown table, then runs bench/bench_codec.py (the protocol codec's cost per
-request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_move.py (moves
+request), bench/bench_rebalance.py (consumer group rebalance time), bench/bench_consumer_protocol.py
+(one member of ten leaving, KIP-848's consumer protocol against the classic one), bench/bench_move.py (moves
 between log dirs), bench/bench_balancer.py (the disk balancer: bytes planned against the lower
 bound, produce throughput while it balances), bench/bench_spark.py (the Spark data source's batch
 read), bench/bench_cleaner.py (log compaction), bench/bench_produce_cpu.py (the broker's CPU per
@@ -195,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per configuration (median reported)")
     parser.add_argument("--timeout", type=float, default=120.0, help="limit per run, seconds")
     parser.add_argument("--skip-codec", action="store_true")
-    parser.add_argument("--skip-rebalance", action="store_true", help="skip bench/bench_rebalance.py")
+    parser.add_argument("--skip-rebalance", action="store_true",
+                        help="skip bench/bench_rebalance.py and bench/bench_consumer_protocol.py")
     parser.add_argument("--skip-move", action="store_true", help="skip bench/bench_move.py")
     parser.add_argument("--skip-balancer", action="store_true", help="skip bench/bench_balancer.py")
     parser.add_argument("--skip-spark", action="store_true", help="skip bench/bench_spark.py")
@@ -240,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_rebalance:
         print("\n## consumer group rebalance time (bench/bench_rebalance.py)\n")
         print(run_script("bench_rebalance.py", 600))
+        print("\n## one member of ten leaves: consumer protocol against classic (bench/bench_consumer_protocol.py)\n")
+        print(run_script("bench_consumer_protocol.py", 600))
     if not args.skip_move:
         print()
         print(run_script("bench_move.py", 900))

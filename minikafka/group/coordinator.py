@@ -18,7 +18,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +26,8 @@ from prometheus_client import Counter, Gauge
 
 from minikafka.coordinator.records import RecordFormatError, offsets_partition_for
 from minikafka.coordinator.topic import LoggedRecord, TxnProducer
+from minikafka.group import consumer_records
+from minikafka.group.consumer_group import ConsumerGroupConfig, ConsumerGroups, TopicInfo
 from minikafka.group.group import (
     Group,
     GroupState,
@@ -189,11 +191,15 @@ async def _wait_for(future: asyncio.Future[ResultT], on_gone: ResultT) -> Result
 class GroupCoordinator:
     """Owns the groups (and their offsets) of the __consumer_offsets partitions this broker leads."""
 
-    def __init__(self, config: CoordinatorConfig, store: GroupStore, scheduler: Scheduler) -> None:
+    def __init__(self, config: CoordinatorConfig, store: GroupStore, scheduler: Scheduler,
+                 consumer_config: ConsumerGroupConfig | None = None,
+                 topics: Callable[[], Mapping[str, TopicInfo]] | None = None) -> None:
         self.config = config
         self.store = store
         self.scheduler = scheduler
         self.groups: dict[str, Group] = {}
+        # KIP-848 groups; their committed offsets stay here, in a Group of the same id.
+        self.consumer_groups = ConsumerGroups(consumer_config or ConsumerGroupConfig(), self, topics)
         self.loaded_partitions: set[int] = set()
         for state in GroupState:
             if state != GroupState.DEAD:
@@ -234,6 +240,9 @@ class GroupCoordinator:
                         offsets.setdefault(group_id, {}).update(committed)
                 continue
             try:
+                if consumer_records.is_consumer_key(record.key or b""):
+                    self.consumer_groups.replay_loaded(partition, record.key or b"", record.value)
+                    continue
                 decoded = decode_key(record.key or b"")
                 if isinstance(decoded, OffsetKey):
                     group_offsets = (pending.setdefault(record.producer_id, {}) if record.transactional
@@ -264,6 +273,7 @@ class GroupCoordinator:
             if value is not None:
                 self._restore(group, value)
             self.groups[group_id] = group
+        self.consumer_groups.finish_load(partition)
         self.loaded_partitions.add(partition)
         if read:
             log.info("loaded __consumer_offsets-%d: %d records, %d groups", partition, read,
@@ -330,6 +340,7 @@ class GroupCoordinator:
 
     def _unload_partition(self, partition: int) -> int:
         self.loaded_partitions.discard(partition)
+        self.consumer_groups.unload_partition(partition)
         gone = [g for g in self.groups.values() if g.partition == partition]
         for group in gone:
             self._unload(group, ErrorCode.NOT_COORDINATOR)
@@ -339,7 +350,28 @@ class GroupCoordinator:
         """Answer every waiting join and sync with NOT_COORDINATOR and stop every timer."""
         for group in list(self.groups.values()):
             self._unload(group, ErrorCode.NOT_COORDINATOR)
+        self.consumer_groups.shutdown()
         self.loaded_partitions.clear()
+
+    def detach_classic_members(self, group_id: str) -> None:
+        """The group became a consumer-protocol group (its members, if any, moved there: Kafka's
+        online upgrade): waiting joins and syncs are told to rejoin, and only offsets stay here."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        _cancel(group.rebalance_timer)
+        group.rebalance_timer = None
+        for timer in group.pending_members.values():
+            _cancel(timer)
+        for member in group.members.values():
+            _release(member, ErrorCode.REBALANCE_IN_PROGRESS)
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        group.state = GroupState.EMPTY
+        group.protocol_type = group.protocol_name = group.leader_id = None
+        group.generation_id = 0
 
     def _unload(self, group: Group, error: ErrorCode) -> None:
         _cancel(group.rebalance_timer)
@@ -377,6 +409,11 @@ class GroupCoordinator:
         if group.state == GroupState.DEAD:
             # Deleted meanwhile: the member looks the coordinator up again and retries.
             return join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
+        if self.consumer_groups.has_members(req.group_id):
+            return self.consumer_groups.classic_join(req)
+        error = self.consumer_groups.convert_empty_to_classic(req.group_id)
+        if error != ErrorCode.NONE:
+            return join_error(error, req.member_id)
         if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):
             return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         self.groups.setdefault(req.group_id, group)  # a refused join leaves no group behind
@@ -708,6 +745,8 @@ class GroupCoordinator:
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return sync_error(error)
+        if self.consumer_groups.has_members(group_id):
+            return self.consumer_groups.classic_sync(group_id, generation_id, member_id, protocol_type, protocol_name)
         group = self.groups.get(group_id)
         if group is None:
             return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -768,6 +807,8 @@ class GroupCoordinator:
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return error
+        if self.consumer_groups.has_members(group_id):
+            return self.consumer_groups.classic_heartbeat(group_id, generation_id, member_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -792,6 +833,8 @@ class GroupCoordinator:
         error = self.partition_error(group_id)
         if error != ErrorCode.NONE:
             return error, []
+        if self.consumer_groups.has_members(group_id):
+            return ErrorCode.NONE, self.consumer_groups.classic_leave(group_id, leaving)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -844,7 +887,12 @@ class GroupCoordinator:
             return all_fail(error)
         group = self.groups.get(group_id)
         new_group = group is None
-        if group is None:
+        consumer_verdict = self.consumer_groups.check_commit(group_id, member_id, generation_id)
+        if consumer_verdict is not None:  # a consumer-protocol group: its member epochs decide
+            if consumer_verdict != ErrorCode.NONE:
+                return all_fail(consumer_verdict)
+            group = group or Group(group_id, partition=self.partition_for(group_id))
+        elif group is None:
             if generation_id >= 0:
                 return all_fail(unknown_group_error)
             group = Group(group_id, partition=self.partition_for(group_id))
@@ -968,6 +1016,8 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if group.partition not in self.loaded_partitions or group.state == GroupState.DEAD:
                 continue
+            if self.consumer_groups.has_members(group.group_id):
+                continue  # an active consumer-protocol group keeps its offsets
             if group.state == GroupState.EMPTY:
                 base = group.current_state_timestamp if group.protocol_type and group.current_state_timestamp >= 0 else None
                 candidates = list(group.offsets.items())
@@ -985,6 +1035,8 @@ class GroupCoordinator:
                 log.info("expired %d offset(s) of group %s", len(expired), group.group_id)
             if group.state == GroupState.EMPTY and not group.offsets:
                 self._delete_group(group)
+        self.consumer_groups.delete_empty(lambda group_id: bool(group_id in self.groups
+                                                                and self.groups[group_id].offsets))
         return expired_total
 
     # -----------------------------------------------------------------------------------------
@@ -994,13 +1046,15 @@ class GroupCoordinator:
     def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[GroupListing]:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
+        consumer = self.consumer_groups.list_groups(self.loaded_partitions, wanted_states, wanted_types)
         if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
-            return []
-        return [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
-                 "group_type": CLASSIC_GROUP_TYPE}
-                for g in self.groups.values()
-                if g.state != GroupState.DEAD and g.partition in self.loaded_partitions
-                and (not wanted_states or g.state.value.lower() in wanted_states)]
+            return consumer
+        return consumer + [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+                            "group_type": CLASSIC_GROUP_TYPE}
+                           for g in self.groups.values()
+                           if g.state != GroupState.DEAD and g.partition in self.loaded_partitions
+                           and not self.consumer_groups.is_consumer_group(g.group_id)
+                           and (not wanted_states or g.state.value.lower() in wanted_states)]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription | None]:
         """(NONE, description), (NONE, None) for an unknown group, or (error, None)."""
@@ -1008,8 +1062,8 @@ class GroupCoordinator:
         if error != ErrorCode.NONE:
             return error, None
         group = self.groups.get(group_id)
-        if group is None or group.state == GroupState.DEAD:
-            return ErrorCode.NONE, None
+        if group is None or group.state == GroupState.DEAD or self.consumer_groups.is_consumer_group(group_id):
+            return ErrorCode.NONE, None  # a consumer-protocol group is described by ConsumerGroupDescribe
         stable = group.state == GroupState.STABLE
         members: list[DescribedMember] = [
                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
@@ -1029,7 +1083,12 @@ class GroupCoordinator:
                 results[group_id] = error
                 continue
             group = self.groups.get(group_id)
-            if group is None or group.state == GroupState.DEAD:
+            consumer_error = self.consumer_groups.delete(group_id)
+            if consumer_error is not None:
+                if consumer_error == ErrorCode.NONE and group is not None:
+                    consumer_error = self._delete_group(group)  # its committed offsets
+                results[group_id] = consumer_error
+            elif group is None or group.state == GroupState.DEAD:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state != GroupState.EMPTY:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP

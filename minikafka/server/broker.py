@@ -23,6 +23,7 @@ from minikafka.controller.api import ClusterControl
 from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.coordinator.topic import CoordinatorTopic
+from minikafka.group.consumer_group import ConsumerGroupConfig, TopicInfo
 from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
 from minikafka.metadata.cache import MetadataCache
 from minikafka.metadata.store import LocalMetadataStore
@@ -334,7 +335,11 @@ class Broker:
         loaded before clients connect."""
         store = CoordinatorTopic(self.replica_manager, self.metadata, OFFSETS_TOPIC,
                                  self.config["offsets.topic.num.partitions"])
-        coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler())
+        metadata = self.metadata
+        coordinator = GroupCoordinator(CoordinatorConfig.from_broker(self.config), store, LoopScheduler(),
+                                       ConsumerGroupConfig.from_broker(self.config),
+                                       lambda: {name: TopicInfo(topic.topic_id, name, len(topic.partitions))
+                                                for name, topic in metadata.topics().items()})
         coordinator.load()
         self.failure_channel.add_listener(coordinator.on_log_dir_failure)
         log.info("group coordinator loaded %d group(s)", len(coordinator.groups))

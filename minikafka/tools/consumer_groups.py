@@ -33,6 +33,7 @@ from protocol import ErrorCode
 
 LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = (
     2, 8, 9, 10, 15, 16, 42)
+CONSUMER_GROUP_DESCRIBE = 69
 # Newer versions name topics by id or several groups at once; these are the newest by name for one group.
 OFFSET_FETCH_BY_NAME, OFFSET_COMMIT_BY_NAME = 7, 9
 EARLIEST, LATEST = -2, -1
@@ -180,13 +181,37 @@ def _coordinator(cluster: Cluster, group: str) -> Connection:
 
 
 def _describe_group(cluster: Cluster, group: str) -> Any:
-    _, response = _coordinator(cluster, group).request(DESCRIBE_GROUPS, {"groups": [group],
-                                                                         "include_authorized_operations": False})
+    coordinator = _coordinator(cluster, group)
+    _, response = coordinator.request(DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False})
     (described,) = response.groups
+    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
+            described.error_code == ErrorCode.NONE and described.group_state == "Dead"):
+        # DescribeGroups knows only classic groups: a KIP-848 group is ConsumerGroupDescribe's.
+        consumer_group = _describe_consumer_group(coordinator, group)
+        if consumer_group is not None:
+            return consumer_group
     if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:  # Kafka 4's answer for a group it does not have
         return SimpleNamespace(group_state="Dead", members=[], protocol_type="")
     check(f"group {group} was not described", described.error_code, getattr(described, "error_message", None))
     return described
+
+
+def _describe_consumer_group(coordinator: Connection, group: str) -> Any | None:
+    """A consumer-protocol group in DescribeGroups' shape, its members' partitions by name; None
+    if the coordinator has no such group (or does not serve the consumer protocol)."""
+    if CONSUMER_GROUP_DESCRIBE not in coordinator.versions:
+        return None
+    _, response = coordinator.request(CONSUMER_GROUP_DESCRIBE, {"group_ids": [group],
+                                                                "include_authorized_operations": False})
+    (described,) = response.groups
+    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    check(f"group {group} was not described", described.error_code, described.error_message)
+    members = [SimpleNamespace(member_id=m.member_id, client_host=m.client_host, client_id=m.client_id,
+                               partitions=[(t.topic_name, p) for t in m.assignment.topic_partitions
+                                           for p in t.partitions])
+               for m in described.members]
+    return SimpleNamespace(group_state=described.group_state, members=members, protocol_type="consumer")
 
 
 def _state(cluster: Cluster, group: str) -> str:
@@ -198,6 +223,10 @@ def _assignments(described: Any) -> dict[tuple[str, int], Member]:
     if described.protocol_type != "consumer":
         return held
     for member in described.members:
+        if hasattr(member, "partitions"):  # a consumer-protocol member: ConsumerGroupDescribe named them
+            for tp in member.partitions:
+                held[tp] = Member(member.member_id, member.client_host, member.client_id)
+            continue
         data = bytes(member.member_assignment or b"")
         if len(data) < 2:
             continue

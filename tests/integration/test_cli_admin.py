@@ -262,6 +262,37 @@ def test_configs_of_client_quotas(module_broker: BrokerProcess) -> None:
 
 # ---------------------------------------------------------------- consumer groups
 
+def test_consumer_groups_describes_a_consumer_protocol_group(module_broker: BrokerProcess) -> None:
+    """A KIP-848 group (confluent-kafka, group.protocol=consumer): described through ConsumerGroupDescribe,
+    deleted only once its member has left."""
+    server = module_broker.bootstrap
+    create_topic(server, "kip848-events", 2)
+    confluent_produce(server, "kip848-events", [(b"k%d" % i, b"v") for i in range(10)])
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": server, "group.id": "kip848-billing",
+                                         "group.protocol": "consumer", "client.id": "kip848-app",
+                                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["kip848-events"])
+    try:
+        read = 0
+        for _ in range(200):
+            message = consumer.poll(0.1)
+            read += message is not None and message.error() is None
+            if read == 10:
+                break
+        assert read == 10
+        consumer.commit(asynchronous=False)
+        described = tool("consumer-groups", "--bootstrap-server", server, "--describe", "--group", "kip848-billing")
+        assert described.returncode == 0, described.stderr
+        rows = [line.split() for line in described.stdout.splitlines() if line.startswith("kip848-billing ")]
+        assert sorted(row[2] for row in rows) == ["0", "1"] and {row[8] for row in rows} == {"kip848-app"}, rows
+        busy = tool("consumer-groups", "--bootstrap-server", server, "--delete", "--group", "kip848-billing")
+        assert busy.returncode == 1 and "still has members" in busy.stderr, busy.stderr
+    finally:
+        consumer.close()
+    deleted = tool("consumer-groups", "--bootstrap-server", server, "--delete", "--group", "kip848-billing")
+    assert deleted.returncode == 0, deleted.stderr
+
+
 def test_consumer_groups_describe_reset_and_delete(module_broker: BrokerProcess) -> None:
     server = module_broker.bootstrap
     create_topic(server, "events", 2)

@@ -6,11 +6,14 @@ checks here are exact: every acknowledged record read once, at its offset, in or
 partition, nothing else. Covered: the idempotent producer (acks=all) with every codec, the
 transactional producer (commit, abort, fencing, consume-transform-produce with the group's
 offsets in the transaction, read_committed), the classic group protocol with the range and
-cooperative-sticky assignors, static membership, and the AdminClient calls Kafka's tools make.
+cooperative-sticky assignors, static membership, KIP-848's consumer protocol (group.protocol=consumer,
+the broker assigning), and the AdminClient calls Kafka's tools make.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from minikafka.coordinator.records import offsets_partition_for
 from tests.integration.broker_process import HOST, BrokerProcess, free_port
 from tests.integration.security import PLAIN_MODULE, SCRAM_MODULE, Certs, confluent_sasl, jaas
 from tests.interop.jvm import Scenario, check_exact, properties_file
@@ -41,6 +45,7 @@ BROKER_SETTINGS = {
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
     "num.partitions": str(PARTITIONS),
+    "group.consumer.heartbeat.interval.ms": "500",
 }
 
 
@@ -224,6 +229,82 @@ def test_static_members_restart_without_a_rebalance(plaintext: Target, java4: Sc
             if line["partitions"] or instance not in last:
                 last[instance] = (partitions, line["generation"])
     assert set(last) == {"a", "b"} and last["a"][0] | last["b"][0] == set(range(4)), where
+
+
+@pytest.mark.parametrize("scenario", ["join-leave", "static"])
+def test_consumer_protocol_members_reconcile_incrementally(plaintext: Target, java4: Scenario, scenario: str) -> None:
+    """KIP-848: the broker's uniform assignor; a joining member takes only what the other revoked, and a
+    static member that restarts gets its partitions back without a rebalance."""
+    topic = plaintext.create_topic(f"plain-kip848-{scenario}", partitions=6)
+    run = java4.run("GroupScenario", "--bootstrap", plaintext.bootstrap, "--topic", topic,
+                    "--group", f"plain-kip848-{scenario}", "--assignor", "uniform", "--protocol", "consumer",
+                    "--partitions", "6", "--count", "200", "--scenario", scenario)
+    where = run.where()
+    assert run.lines[-1] == {"done": True}, where
+    check_exact([{"key": p["produced"], **p} for p in run.having("produced")],
+                [r for r in run.having("member") if "key" in r], where)
+    assert not [line for line in run.lines if line.get("event") == "lost"], where
+    owners: dict[int, str] = {}
+    phase = "start"
+    for line in run.lines:
+        phase = line.get("phase", phase)
+        event, member = line.get("event"), line.get("member")
+        for partition in line.get("partitions", []) if event else []:
+            if event == "assigned":
+                # One owner at a time: given only once its previous owner revoked it.
+                assert partition not in owners, f"{member} given {partition} still held by {owners[partition]}{where}"
+                owners[partition] = member
+            else:
+                assert owners.pop(partition) == member, where
+        if scenario == "join-leave" and event == "revoked" and member == "a" and phase == "joined":
+            b_given = [set(x["partitions"]) for x in run.lines if x.get("member") == "b" and x.get("event") == "assigned"]
+            assert set(line["partitions"]) <= set().union(*b_given) and len(line["partitions"]) == 3, where
+    if scenario == "join-leave":
+        _kafka_reads_the_group_records(plaintext, java4, f"plain-kip848-{scenario}")
+    if scenario == "static":
+        # A static member that restarts (leaving with epoch -2) takes its place back at once: the
+        # same partitions, and the other member sees nothing.
+        callbacks = "\n".join(str(line) for line in run.lines if "event" in line or "phase" in line)
+        held: dict[str, tuple[set[int], int]] = {}  # instance id -> partitions it holds, its epoch
+        phase = "start"
+        for line in run.lines:
+            phase = line.get("phase", phase)
+            if "event" not in line:
+                continue
+            instance, partitions = line["member"][0], set(line["partitions"])
+            if phase.startswith("restart-"):
+                assert instance == phase.removeprefix("restart-"), callbacks
+            before = held.get(instance, (set(), -1))
+            if line["event"] == "revoked" and phase.startswith("restart-"):
+                continue  # the closing member's own callback: the restarted one must get the same back
+            if line["event"] == "assigned" and phase.startswith("restart-"):
+                # Its epoch as the callbacks report it can lag (a callback runs before the epoch moves):
+                # the partitions are what must come back.
+                assert line["member"].endswith("2") and partitions == before[0], callbacks
+                assert line["generation"] >= before[1] > 0, callbacks
+            if line["event"] == "assigned":
+                held[instance] = (before[0] | partitions, line["generation"])
+            else:
+                held[instance] = (before[0] - partitions, line["generation"])
+
+
+def _kafka_reads_the_group_records(target: Target, java: Scenario, group: str) -> None:
+    """Kafka's own decoder of __consumer_offsets (kafka-dump-log --offsets-decoder) reads every
+    record the group's coordinator wrote for it, each of Kafka 4's consumer-group record types."""
+    partition = offsets_partition_for(group, int(BROKER_SETTINGS["offsets.topic.num.partitions"]))
+    segments = [str(p) for d in target.broker.log_dirs for p in sorted(d.glob(f"__consumer_offsets-{partition}/*.log"))]
+    dumped = java.kafka.run("org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(segments),
+                            "--offsets-decoder", "--print-data-log")
+    types: set[int] = set()
+    for line in dumped.stdout.splitlines():
+        match = re.search(r'key: (\{.*?\}\}) payload: (.*)$', line)
+        if match is None or json.loads(match.group(1))["data"].get("groupId") != group:
+            continue
+        record_type = int(json.loads(match.group(1))["type"])
+        payload = match.group(2)
+        assert payload == "<DELETE>" or json.loads(payload)["version"] == "0", line
+        types.add(record_type)
+    assert types == {3, 4, 5, 6, 7, 8}, dumped.stdout[-3000:]
 
 
 def test_transactions(target: Target, java4: Scenario) -> None:

@@ -38,7 +38,9 @@ def test_file_then_overrides(tmp_path):
 @pytest.mark.parametrize(
     "key,value",
     [("num.partitions", "zero"), ("num.partitions", "0"), ("auto.create.topics.enable", "yes"),
-     ("listeners", "127.0.0.1"), ("log.message.timestamp.type", "Now"), ("metrics.port", "70000")],
+     ("listeners", "127.0.0.1"), ("log.message.timestamp.type", "Now"), ("metrics.port", "70000"),
+     ("group.coordinator.rebalance.protocols", "consumer"), ("group.consumer.assignors", "sticky"),
+     ("group.consumer.session.timeout.ms", "0")],
 )
 def test_bad_value_names_the_key(key, value):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

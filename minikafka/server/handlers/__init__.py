@@ -22,6 +22,8 @@ from minikafka.server.handlers import (
     alter_replica_log_dirs,
     api_versions,
     assign_replicas_to_dirs,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     controlled_shutdown,
     create_partitions,
     create_topics,
@@ -121,6 +123,8 @@ HANDLERS: dict[int, HandlerFn] = {
     ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
     ApiKey.ALLOCATE_PRODUCER_IDS: allocate_producer_ids.handle,
     ApiKey.DESCRIBE_PRODUCERS: describe_producers.handle,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat.handle,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe.handle,
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: assign_replicas_to_dirs.handle,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions.handle,
 }

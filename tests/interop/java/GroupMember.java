@@ -15,7 +15,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
- * One member of a consumer group (classic protocol) on a thread of its own, for the group
+ * One member of a consumer group (classic protocol, or KIP-848's consumer protocol) on a thread of its own, for the group
  * scenarios. It commits after every batch it read and in onPartitionsRevoked, so that a
  * partition that moves is read on from where it was left, and prints every record it reads
  * ({"member","key","partition","offset"}) and every rebalance callback
@@ -36,19 +36,32 @@ final class GroupMember implements Runnable, ConsumerRebalanceListener {
 
     GroupMember(String name, Properties base, String bootstrap, String group, String topic, String assignor,
                 String instanceId) {
+        this(name, base, bootstrap, group, topic, assignor, instanceId, "classic");
+    }
+
+    /**
+     * With protocol "consumer" (KIP-848) the broker assigns: the assignor is the server-side one
+     * (group.remote.assignor), and the session and heartbeat are the broker's to set.
+     */
+    GroupMember(String name, Properties base, String bootstrap, String group, String topic, String assignor,
+                String instanceId, String protocol) {
         this.name = name;
         this.topic = topic;
         Properties config = new Properties();
         config.putAll(base);
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        config.put("group.protocol", "classic");
-        config.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+        config.put("group.protocol", protocol);
+        if (protocol.equals("consumer")) {
+            config.put("group.remote.assignor", assignor);
+        } else {
+            config.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+            config.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "30000");
+            config.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        }
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         config.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
-        config.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "30000");
-        config.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
         if (instanceId != null) {
             config.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
         }

@@ -11,7 +11,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * Members of one consumer group join, share --topic (--partitions partitions) with the
- * --assignor, read what is produced, and change, printing a {"phase"} line at each step (the
+ * --assignor (with --protocol consumer, KIP-848's server-side assignor; default --protocol
+ * classic), read what is produced, and change, printing a {"phase"} line at each step (the
  * lines of GroupMember between them):
  *   --scenario join-leave: member a alone, then b joins ("joined"); --count records are produced
  *   and read; b leaves ("left"); --count more are produced and read by a.
@@ -34,6 +35,7 @@ public final class GroupScenario {
         int partitions = args.integer("partitions");
         int count = args.integer("count");
         boolean isStatic = args.get("scenario").equals("static");
+        String protocol = args.get("protocol", "classic");
         Properties producerConfig = new Properties();
         producerConfig.putAll(base);
         producerConfig.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -44,13 +46,13 @@ public final class GroupScenario {
         int produced = 0;
         try (KafkaProducer<String, String> producer =
                  new KafkaProducer<>(producerConfig, new StringSerializer(), new StringSerializer())) {
-            GroupMember a = new GroupMember("a", base, bootstrap, group, topic, assignor, isStatic ? "a" : null);
+            GroupMember a = new GroupMember("a", base, bootstrap, group, topic, assignor, isStatic ? "a" : null, protocol);
             members.add(a.start());
             everyone.add(a);
             if (!isStatic) {
                 await("a holds every partition", () -> a.assignment.size() == partitions);
             }
-            GroupMember b = new GroupMember("b", base, bootstrap, group, topic, assignor, isStatic ? "b" : null);
+            GroupMember b = new GroupMember("b", base, bootstrap, group, topic, assignor, isStatic ? "b" : null, protocol);
             members.add(b.start());
             everyone.add(b);
             Json.print("phase", "joined");
@@ -71,7 +73,7 @@ public final class GroupScenario {
                     old.stop();
                     members.remove(old);
                     GroupMember again =
-                        new GroupMember(name + "2", base, bootstrap, group, topic, assignor, name);
+                        new GroupMember(name + "2", base, bootstrap, group, topic, assignor, name, protocol);
                     members.add(again.start());
                     everyone.add(again);
                     awaitShared(members, partitions);

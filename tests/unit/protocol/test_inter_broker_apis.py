@@ -1,6 +1,6 @@
 """The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
-AssignReplicasToDirs, AlterPartition, AllocateProducerIds), which
-kafka-python does not ship, checked against bytes built here field by field from Kafka's
+AssignReplicasToDirs, AlterPartition, AllocateProducerIds) and KIP-848's ConsumerGroupHeartbeat
+and ConsumerGroupDescribe, which kafka-python does not ship, checked against bytes built here field by field from Kafka's
 message definitions: one old (non-flexible) and one flexible version of each, both ways, and
 a round trip of a populated message for every version."""
 
@@ -16,8 +16,10 @@ from protocol import SUPPORTED_APIS, decode_body, encode_body
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, ASSIGN_REPLICAS_TO_DIRS = 4, 5, 6, 7, 73
 ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 56, 67
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 HAND_CHECKED = frozenset({LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN,
-                          ASSIGN_REPLICAS_TO_DIRS, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS})
+                          ASSIGN_REPLICAS_TO_DIRS, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS,
+                          CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE})
 DIR_ID = uuid.UUID("11223344-5566-7788-99aa-bbccddeeff00")
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
@@ -211,6 +213,56 @@ def test_allocate_producer_ids() -> None:
     _both_ways(ALLOCATE_PRODUCER_IDS, 0, False,
                {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": 2000, "producer_id_len": 1000},
                i32(0) + i16(0) + i64(2000) + i32(1000) + NO_TAGS)
+
+
+def compact_nullable_string(text: str | None) -> bytes:
+    return uvarint(0) if text is None else compact_string(text)
+
+
+def test_consumer_group_heartbeat_v1_request_has_the_regex_v0_has_not() -> None:
+    v1 = {"group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None, "rack_id": "r1",
+          "rebalance_timeout_ms": 300000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": "t.*",
+          "server_assignor": None, "topic_partitions": [{"topic_id": TOPIC_ID, "partitions": [1, 2]}]}
+    head = compact_string("g") + compact_string("m") + i32(0) + uvarint(0) + compact_string("r1") + i32(300000)
+    owned = compact_array([TOPIC_ID.bytes + int32s([1, 2], True) + NO_TAGS])
+    _both_ways(CONSUMER_GROUP_HEARTBEAT, 1, True, v1, head + compact_array([compact_string("t")])
+               + compact_string("t.*") + uvarint(0) + owned + NO_TAGS)
+    v0 = {**v1, "subscribed_topic_names": None, "topic_partitions": None}
+    del v0["subscribed_topic_regex"]
+    _both_ways(CONSUMER_GROUP_HEARTBEAT, 0, True, v0, head + uvarint(0) + uvarint(0) + uvarint(0) + NO_TAGS)
+
+
+def test_consumer_group_heartbeat_response_with_and_without_an_assignment() -> None:
+    with_assignment = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": "m",
+                       "member_epoch": 7, "heartbeat_interval_ms": 5000,
+                       "assignment": {"topic_partitions": [{"topic_id": TOPIC_ID, "partitions": [0]}]}}
+    common = i32(0) + i16(0) + uvarint(0) + compact_string("m") + i32(7) + i32(5000)
+    # A nullable struct: int8 -1 for null, 1 then the struct.
+    _both_ways(CONSUMER_GROUP_HEARTBEAT, 1, False, with_assignment, common + i8(1) + compact_array(
+        [TOPIC_ID.bytes + int32s([0], True) + NO_TAGS]) + NO_TAGS + NO_TAGS)
+    _both_ways(CONSUMER_GROUP_HEARTBEAT, 0, False, {**with_assignment, "assignment": None}, common + i8(-1) + NO_TAGS)
+
+
+def test_consumer_group_describe() -> None:
+    _both_ways(CONSUMER_GROUP_DESCRIBE, 0, True, {"group_ids": ["g"], "include_authorized_operations": True},
+               compact_array([compact_string("g")]) + i8(1) + NO_TAGS)
+    assignment = {"topic_partitions": [{"topic_id": TOPIC_ID, "topic_name": "t", "partitions": [3]}]}
+    member = {"member_id": "m", "instance_id": None, "rack_id": None, "member_epoch": 4, "client_id": "c",
+              "client_host": "/h", "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+              "assignment": assignment, "target_assignment": {"topic_partitions": []}, "member_type": 1}
+    response = {"throttle_time_ms": 0, "groups": [{
+        "error_code": 0, "error_message": None, "group_id": "g", "group_state": "Stable", "group_epoch": 4,
+        "assignment_epoch": 4, "assignor_name": "uniform", "members": [member], "authorized_operations": 8}]}
+    encoded_assignment = compact_array([TOPIC_ID.bytes + compact_string("t") + int32s([3], True) + NO_TAGS]) + NO_TAGS
+    encoded_member = (compact_string("m") + uvarint(0) + uvarint(0) + i32(4) + compact_string("c") + compact_string("/h")
+                      + compact_array([compact_string("t")]) + uvarint(0) + encoded_assignment
+                      + compact_array([]) + NO_TAGS)
+    group = (i16(0) + uvarint(0) + compact_string("g") + compact_string("Stable") + i32(4) + i32(4)
+             + compact_string("uniform"))
+    _both_ways(CONSUMER_GROUP_DESCRIBE, 1, False, response, i32(0) + compact_array([
+        group + compact_array([encoded_member + i8(1) + NO_TAGS]) + i32(8) + NO_TAGS]) + NO_TAGS)
+    _both_ways(CONSUMER_GROUP_DESCRIBE, 0, False, response, i32(0) + compact_array([
+        group + compact_array([encoded_member + NO_TAGS]) + i32(8) + NO_TAGS]) + NO_TAGS)
 
 
 def _both_ways(key: int, version: int, request: bool, body: dict[str, Any], expected: bytes) -> None:

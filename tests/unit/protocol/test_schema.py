@@ -214,6 +214,8 @@ def test_supported_apis_table() -> None:
         31: ("DeleteAcls", 1, 3, 2),
         50: ("DescribeUserScramCredentials", 0, 0, 0),
         51: ("AlterUserScramCredentials", 0, 0, 0),
+        68: ("ConsumerGroupHeartbeat", 0, 1, 0),
+        69: ("ConsumerGroupDescribe", 0, 1, 0),
     }
     got = {
         key: (spec.name, spec.min_version, spec.max_version, spec.first_flexible)

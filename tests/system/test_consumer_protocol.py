@@ -1,0 +1,262 @@
+"""KIP-848 consumer groups on a 3-broker cluster with confluent-kafka's group.protocol=consumer.
+
+Members (each its own process, tests/system/consumer_protocol_member.py) join and leave, one is
+killed with kill -9, and the broker coordinating the group is killed with kill -9, while a
+producer writes keyed records. Then, from the members' own event logs:
+- every partition is owned by one member at a time (its assign/revoke callbacks' timeline);
+- every acknowledged record is read, and none is read twice past an offset its reader committed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from minikafka.coordinator.records import offsets_partition_for
+from tests.integration.broker_process import wait_until
+from tests.system.cluster import Cluster
+from tests.system.load import ProducerRun
+from tests.system.zookeeper import ZooKeeperProcess
+
+TOPIC = "kip848-events"
+GROUP = "kip848-readers"
+PARTITIONS = 6
+OFFSETS_PARTITIONS = 6  # the system tests' offsets.topic.num.partitions
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("kip848")
+    zookeeper = ZooKeeperProcess(root / "zookeeper").start()
+    made = Cluster(root, zookeeper, overrides={"group.consumer.session.timeout.ms": "6000",
+                                              "group.consumer.heartbeat.interval.ms": "500"})
+    try:
+        yield made.start()
+    except BaseException:
+        print(made.stderr(), file=sys.stderr)
+        raise
+    finally:
+        made.close()
+        zookeeper.close()
+
+
+@dataclass
+class Member:
+    """A member process and what its event log says."""
+
+    name: str
+    events_path: Path
+    process: subprocess.Popen[bytes]
+    killed_at: float | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, cluster: Cluster, directory: Path, name: str, group: str = GROUP, topic: str = TOPIC,
+              protocol: str = "consumer") -> Member:
+        path = directory / f"{name}.jsonl"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.system.consumer_protocol_member", cluster.bootstrap, group, topic, name,
+             str(path), protocol], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(directory / f"{name}.stderr", "wb"), env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        return cls(name, path, process)
+
+    def read(self) -> list[dict[str, Any]]:
+        if self.events_path.exists():
+            lines = self.events_path.read_text(encoding="utf-8").splitlines()
+            # A process killed mid-write may leave half a line.
+            self.events = [json.loads(line) for line in lines if line.endswith("}")]
+        return self.events
+
+    def owned(self) -> set[int]:
+        owned: set[int] = set()
+        for event in self.read():
+            if event["e"] == "assign":
+                owned |= set(event["p"])
+            elif event["e"] in ("revoke", "lost"):
+                owned -= set(event["p"])
+        return owned
+
+    def read_count(self) -> int:
+        return sum(len(e["r"]) for e in self.read() if e["e"] == "read")
+
+    def commit_count(self) -> int:
+        return sum(1 for e in self.read() if e["e"] == "commit")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            finally:
+                if self.process.poll() is None:
+                    self.process.kill()
+                    self.process.wait(10)
+
+    def kill9(self) -> None:
+        self.killed_at = time.time()
+        self.process.kill()
+        self.process.wait(10)
+
+
+def _intervals(members: list[Member], end: float) -> dict[int, list[tuple[float, float, str]]]:
+    """Per partition, the (from, to, member) spans each member owned it, from its callbacks. A
+    killed member's spans end when it was killed."""
+    spans: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
+    for member in members:
+        since: dict[int, float] = {}
+        for event in member.read():
+            if event["e"] == "assign":
+                for p in event["p"]:
+                    since[p] = event["t"]
+            elif event["e"] in ("revoke", "lost"):
+                for p in event["p"]:
+                    spans[p].append((since.pop(p), event["t"], member.name))
+        for p, start in since.items():
+            spans[p].append((start, member.killed_at or end, member.name))
+    return spans
+
+
+def _check(members: list[Member], producer: ProducerRun) -> None:
+    for partition, spans in _intervals(members, time.time()).items():
+        spans.sort()
+        held_until, holder = 0.0, ""
+        for start, end, owner in spans:
+            assert held_until <= start, f"partition {partition} owned by {holder} and {owner} at once"
+            if end > held_until:
+                held_until, holder = end, owner
+    readings: dict[tuple[int, int], list[tuple[float, str, str]]] = {}  # (when, reader, key)
+    commits: dict[str, list[tuple[float, int, int]]] = {}  # reader -> (when, partition, next offset)
+    for member in members:
+        for event in member.read():
+            if event["e"] == "read":
+                for partition, offset, key in event["r"]:
+                    readings.setdefault((partition, offset), []).append((event["t"], member.name, key))
+            elif event["e"] == "commit":
+                commits.setdefault(member.name, []).extend(
+                    (event["t"], int(partition), offset) for partition, offset in event["c"].items())
+    acked = {(p, o): key.decode() for key, (p, o) in producer.acked.items()}
+    assert acked, "nothing was produced"
+    missing = set(acked) - set(readings)
+    assert not missing, f"{len(missing)} acknowledged records never read, e.g. {sorted(missing)[:5]}"
+    wrong = [(where, reads) for where, reads in readings.items()
+             if any(key != acked.get(where, key) for _, _, key in reads)]
+    assert not wrong, f"records read are not what was written: {wrong[:3]}"
+    # Read again: fine only if its earlier reader had not committed past it before the next read
+    # (a killed member, a commit that failed); one that had handed it on, so no one reads it again.
+    past_commit = []
+    for (partition, offset), reads in readings.items():
+        reads.sort()
+        for (read_at, reader, _), (again_at, _, _) in itertools.pairwise(reads):
+            if any(read_at <= at <= again_at and p == partition and committed > offset
+                   for at, p, committed in commits.get(reader, [])):
+                past_commit.append(((partition, offset), [r for _, r, _ in reads]))
+    assert not past_commit, f"records read again past a committed offset: {past_commit[:5]}"
+
+
+def _owners(members: list[Member]) -> dict[int, str]:
+    return {p: m.name for m in members if m.process.poll() is None for p in m.owned()}
+
+
+def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Cluster, tmp_path: Path) -> None:
+    cluster.create_topic(TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    producer = ProducerRun("confluent", cluster.bootstrap, TOPIC, PARTITIONS, pace_s=0.004).start()
+    members: list[Member] = []
+    try:
+        members += [Member.start(cluster, tmp_path, "m1"), Member.start(cluster, tmp_path, "m2")]
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
+                   interval=0.2, what="two members sharing all partitions")
+        members.append(Member.start(cluster, tmp_path, "m3"))
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
+                   interval=0.2, what="a third member given its share")
+        described = _describe(cluster)
+        assert described.type.name == "CONSUMER" and described.state.name == "STABLE" and len(described.members) == 3
+        members[0].stop()  # leaves the group
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members[1:]), 60,
+                   interval=0.2, what="the leaver's partitions taken over")
+        members[1].kill9()  # no leave: the group notices when its session times out
+        wait_until(lambda: set(_owners(members[2:])) == set(range(PARTITIONS)), 60, interval=0.2,
+                   what="the killed member's partitions taken over")
+        members.append(Member.start(cluster, tmp_path, "m4"))
+        wait_until(lambda: members[3].owned() and len(_owners(members)) == PARTITIONS, 60, interval=0.2,
+                   what="a fourth member given its share")
+        coordinator = cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS))
+        cluster.brokers[coordinator].kill9()
+        wait_until(lambda: cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS))
+                   not in (coordinator, -1), 60, interval=0.2, what="another broker coordinating the group")
+        reading, committing = sum(m.read_count() for m in members), sum(m.commit_count() for m in members)
+        wait_until(lambda: sum(m.read_count() for m in members) > reading + 300
+                   and sum(m.commit_count() for m in members) > committing + 10, 90, interval=0.2,
+                   what="the group reading and committing through its new coordinator")
+        cluster.brokers[coordinator].start()
+        producer.stop()
+        wait_until(lambda: {(p, o) for p, o in producer.acked.values()} <= {
+            (p, o) for m in members for e in m.read() if e["e"] == "read" for p, o, _ in e["r"]}, 90,
+            interval=0.3, what="every acknowledged record read")
+    finally:
+        if not producer._stop.is_set():
+            producer.stop()
+        for member in members:
+            member.stop()
+    assert not producer.failed
+    _check(members, producer)
+
+
+def _await_sharing(members: list[Member], what: str) -> None:
+    def sharing() -> bool:
+        live = [m for m in members if m.process.poll() is None]
+        return len(_owners(live)) == PARTITIONS and all(m.owned() for m in live)
+    wait_until(sharing, 60, interval=0.2, what=what)
+
+
+def _describe(cluster: Cluster, group: str = GROUP) -> Any:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(30)
+
+
+def test_a_classic_group_is_upgraded_member_by_member(cluster: Cluster, tmp_path: Path) -> None:
+    """Classic members (librdkafka's cooperative-sticky) restart one at a time with
+    group.protocol=consumer: the first turns the group into a consumer group with the classic
+    members in it (Kafka 4's online upgrade), and reading goes on throughout."""
+    topic, group = "kip848-upgrade", "kip848-upgraders"
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    producer = ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start()
+    members: list[Member] = []
+    try:
+        members += [Member.start(cluster, tmp_path, f"classic{i}", group, topic, "classic") for i in range(2)]
+        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
+                   interval=0.2, what="two classic members sharing all partitions")
+        for i in range(2):
+            # The restarted member comes back with the consumer protocol before the old one is gone,
+            # so the first one upgrades a group that still has classic members.
+            members.append(Member.start(cluster, tmp_path, f"upgraded{i}", group, topic, "consumer"))
+            _await_sharing(members, f"the classic and upgraded members sharing all partitions (step {i + 1})")
+            described = _describe(cluster, group)
+            assert described.type.name == "CONSUMER", described
+            assert {m.client_id for m in described.members} == {m.name for m in members if m.process.poll() is None}
+            members[i].stop()
+            _await_sharing(members, f"the partitions of classic{i} taken over")
+        producer.stop()
+        wait_until(lambda: {(p, o) for p, o in producer.acked.values()} <= {
+            (p, o) for m in members for e in m.read() if e["e"] == "read" for p, o, _ in e["r"]}, 90,
+            interval=0.3, what="every acknowledged record read")
+    finally:
+        if not producer._stop.is_set():
+            producer.stop()
+        for member in members:
+            member.stop()
+    assert not producer.failed
+    _check(members, producer)
