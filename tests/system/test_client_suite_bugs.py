@@ -18,7 +18,7 @@ from kafka import KafkaProducer
 from minikafka.txn.state import state_partition_for
 from protocol import encode_request, parse_response
 from protocol.errors import ErrorCode
-from tests.integration.broker_process import HOST, BrokerProcess
+from tests.integration.broker_process import HOST, BrokerProcess, wait_until
 from tests.integration.clients import confluent_consume
 from tests.system.cluster import Cluster
 from tests.unit.storage.helpers import make_batch
@@ -110,8 +110,17 @@ def test_pipelined_transactional_produce_to_a_partition_with_a_remote_coordinato
     finally:
         coordinator.close()
         partition_leader.close()
-    read = confluent_consume(cluster.bootstrap, topic, [0], isolation_level="read_committed")
-    assert [r.value for r in read] == [b"%d-0-" % i + b"x" * 6 for i in range(5)]
+    # EndTxn answers once the commit is prepared; the markers follow (as in Kafka), and until the
+    # partition's marker is written a read_committed reader sees nothing of the transaction.
+    expected = [b"%d-0-" % i + b"x" * 6 for i in range(5)]
+    read: list[bytes] = []
+
+    def read_all_committed() -> bool:
+        read[:] = [r.value for r in confluent_consume(cluster.bootstrap, topic, [0], isolation_level="read_committed")]
+        return len(read) >= len(expected)
+
+    wait_until(read_all_committed, 30, interval=0.5, what="the committed records readable")
+    assert read == expected
 
 
 def test_a_pipelining_confluent_producer_commits_every_transaction(cluster: Cluster) -> None:
