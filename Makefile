@@ -64,13 +64,14 @@ lint: $(BIN)/.installed-test
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Three workers: most of a test's time is spent waiting on brokers, ZooKeeper and clients (the
-# whole run keeps this 2-core machine's CPUs about three quarters busy with two). --dist loadscope keeps each module
+# Two workers: most of a test's time is spent waiting on brokers, ZooKeeper and clients, so two
+# modules at once halve the wall time on this 2-core machine (a third worker saturates both cores:
+# no faster, and timing-bound tests start to fail). --dist loadscope keeps each module
 # on one worker, so its module-scoped brokers and clusters are started once; --no-loadscope-reorder
 # keeps the slow-first order of tests/conftest.py (xdist would otherwise start the modules with the
 # most tests, the quick unit ones, and leave a long module to run alone at the end).
 test: $(BIN)/.installed-test system-deps kafka-jars lint
-	$(BIN)/pytest -q -p no:cacheprovider -n 3 --dist loadscope --no-loadscope-reorder --durations=25 tests
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=25 tests
 
 unit: $(BIN)/.installed-test
 	$(BIN)/pytest -q tests/unit
