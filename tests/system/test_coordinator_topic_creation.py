@@ -9,6 +9,7 @@ import confluent_kafka
 
 from minikafka.metadata.topics import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
+from tests.integration.broker_process import wait_until
 from tests.integration.clients import confluent_consume
 from tests.system.cluster import Cluster, inter_broker_request
 
@@ -34,5 +35,13 @@ def test_offsets_sent_to_a_transaction_for_a_group_no_consumer_joined(cluster: C
         producer.commit_transaction(30)
     finally:
         consumer.close()
-    read = confluent_consume(cluster.bootstrap, "txn-offsets-out", [0], isolation_level="read_committed")
-    assert [r.value for r in read] == [b"out"]
+    # commit_transaction returns once the commit is prepared; the marker follows (as in Kafka).
+    read: list[bytes] = []
+
+    def committed_readable() -> bool:
+        read[:] = [r.value for r in confluent_consume(cluster.bootstrap, "txn-offsets-out", [0],
+                                                      isolation_level="read_committed")]
+        return bool(read)
+
+    wait_until(committed_readable, 30, interval=0.5, what="the committed record readable")
+    assert read == [b"out"]
