@@ -60,7 +60,13 @@ def test_make_cluster_starts_three_brokers_and_ctrl_c_stops_them(checkout: Path)
         assert producer.flush(60) == 0
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal
-        process.wait(timeout=300)
+        try:
+            process.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+            pytest.fail("make cluster did not stop within 240 s of Ctrl-C; its log ends:\n"
+                        + log.read_text(errors="replace")[-6000:])
     text = log.read_text(errors="replace")
     lines = text.splitlines()
     for broker in (1, 2, 3):
