@@ -203,9 +203,7 @@ def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Clus
                    what="the group reading and committing through its new coordinator")
         cluster.brokers[coordinator].start()
         producer.stop()
-        wait_until(lambda: {(p, o) for p, o in producer.acked.values()} <= {
-            (p, o) for m in members for e in m.read() if e["e"] == "read" for p, o, _ in e["r"]}, 90,
-            interval=0.3, what="every acknowledged record read")
+        _await_every_acknowledged_read(members, producer)
     finally:
         if not producer._stop.is_set():
             producer.stop()
@@ -220,6 +218,13 @@ def _await_sharing(members: list[Member], what: str) -> None:
         live = [m for m in members if m.process.poll() is None]
         return len(_owners(live)) == PARTITIONS and all(m.owned() for m in live)
     wait_until(sharing, 60, interval=0.2, what=what)
+
+
+def _await_every_acknowledged_read(members: list[Member], producer: ProducerRun) -> None:
+    def all_read() -> bool:
+        read = {(p, o) for m in members for e in m.read() if e["e"] == "read" for p, o, _ in e["r"]}
+        return {(p, o) for p, o in producer.acked.values()} <= read
+    wait_until(all_read, 90, interval=0.3, what="every acknowledged record read")
 
 
 def _describe(cluster: Cluster, group: str = GROUP) -> Any:
@@ -237,8 +242,7 @@ def test_a_classic_group_is_upgraded_member_by_member(cluster: Cluster, tmp_path
     members: list[Member] = []
     try:
         members += [Member.start(cluster, tmp_path, f"classic{i}", group, topic, "classic") for i in range(2)]
-        wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
-                   interval=0.2, what="two classic members sharing all partitions")
+        _await_sharing(members, "two classic members sharing all partitions")
         for i in range(2):
             # The restarted member comes back with the consumer protocol before the old one is gone,
             # so the first one upgrades a group that still has classic members.
@@ -250,9 +254,7 @@ def test_a_classic_group_is_upgraded_member_by_member(cluster: Cluster, tmp_path
             members[i].stop()
             _await_sharing(members, f"the partitions of classic{i} taken over")
         producer.stop()
-        wait_until(lambda: {(p, o) for p, o in producer.acked.values()} <= {
-            (p, o) for m in members for e in m.read() if e["e"] == "read" for p, o, _ in e["r"]}, 90,
-            interval=0.3, what="every acknowledged record read")
+        _await_every_acknowledged_read(members, producer)
     finally:
         if not producer._stop.is_set():
             producer.stop()
