@@ -27,7 +27,7 @@ time. Here that is the time a request's handler runs on the event loop, its wait
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -151,10 +151,10 @@ class ClientQuotas:
         """A Produce request of ``request.size`` bytes: the throttle of producer_byte_rate."""
         return self.record(PRODUCER_BYTE_RATE, user, request.header.client_id, request.size)
 
-    def fetched(self, user: str, request: Request, sizes: Sequence[int]) -> int:
-        """A consumer's Fetch that returns ``sizes`` bytes of records: the throttle of
+    def fetched(self, user: str, request: Request, size: int) -> int:
+        """A consumer's Fetch that returns ``size`` bytes of records: the throttle of
         consumer_byte_rate (a follower's fetch is replication, under its own throttles)."""
-        return self.record(CONSUMER_BYTE_RATE, user, request.header.client_id, sum(sizes))
+        return self.record(CONSUMER_BYTE_RATE, user, request.header.client_id, size)
 
     async def timed(self, handling: Awaitable[Any], user: str, request: Request) -> Any:
         """Run a handler, record the time it ran against request_percentage, and throttle its

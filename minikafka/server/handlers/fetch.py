@@ -62,8 +62,9 @@ async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> Fetc
     results = await ctx.replica_manager.fetch(wanted, body.max_wait_ms, body.min_bytes, max_bytes, client)
     throttle_ms = 0
     if replica_id < 0:
-        BYTES_OUT.inc(sum(r.size for r in results))
-        throttle_ms = ctx.quotas.fetched(ctx.session.principal.name, request, [r.size for r in results])
+        size = sum(r.size for r in results)
+        BYTES_OUT.inc(size)
+        throttle_ms = ctx.quotas.fetched(ctx.session.principal.name, request, size)
     responses: list[FetchableTopicResponse] = []
     for topic, name, slots in layout:
         partitions: list[PartitionData] = []
