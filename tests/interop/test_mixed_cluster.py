@@ -171,8 +171,11 @@ def test_kafka_brokers_change_isrs_and_get_producer_ids_from_a_minikafka_control
                        what="the Kafka leader's shrink of the ISR, through the minikafka controller")
         finally:
             follower.process.process.send_signal(signal.SIGCONT)
-        wait_until(lambda: sorted(_state(zk, "isr", 0)["isr"]) == [2, 3], 60, interval=0.2,
-                   what="the Kafka leader's expansion of the ISR")
+        try:
+            wait_until(lambda: sorted(_state(zk, "isr", 0)["isr"]) == [2, 3], 60, interval=0.2,
+                       what="the Kafka leader's expansion of the ISR")
+        except TimeoutError as exc:  # it happened once in a loaded full run: say what each side saw
+            raise AssertionError(_isr_story(leader, follower, controller)) from exc
         assert _state(zk, "isr", 0)["leader"] == 2
         assert "proposed by its leader, broker 2" in controller.stderr_text()
         wait_until(lambda: [sorted(p.isr_nodes) for p in _partitions(controller, "isr")] == [[2, 3]],
@@ -252,6 +255,17 @@ def test_kafka_and_minikafka_brokers_read_each_others_racks_and_refuse_a_partial
     mini_code, _ = _create_partitions_error(racked.port, "racked")
     assert kafka_code != 0 and mini_code == kafka_code, (kafka_code, mini_code)
     assert len(_partitions(racked, "racked")) == 3
+
+
+def _isr_story(leader: KafkaZkBroker, follower: KafkaZkBroker, controller: BrokerProcess) -> str:
+    """The lines of each broker's log about the partition, its ISR and the brokers' liveness."""
+    def grep(text: str, pattern: str) -> str:
+        return "\n".join(line[:300] for line in text.splitlines() if re.search(pattern, line))[-6000:]
+    kafka_lines = r"isr-0|ISR|AlterPartition|UpdateMetadata|[Ss]ession (expired|establishment)| ERROR | WARN "
+    return "\n".join([
+        "== Kafka leader (broker 2) ==", grep(leader.log.read_text(errors="replace"), kafka_lines),
+        "== Kafka follower (broker 3) ==", grep(follower.log.read_text(errors="replace"), kafka_lines),
+        "== minikafka controller (broker 1) ==", grep(controller.stderr_text(), r"ISR|broker|WARN|ERROR")])
 
 
 def _partitions(broker: BrokerProcess, topic: str) -> list[Any]:
