@@ -267,13 +267,27 @@ class ZkClusterAdmin(ClusterControl):
             return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted"
         await self.zk.mark_topic_for_deletion(name)
         log.info("topic %s marked for deletion", name)
-        # Answered once the controller has finished (the name is free again), as Kafka does.
+        # Answered once the controller has finished (the name is free again). When a replica's
+        # broker is down, the controller keeps the topic pending until that broker is back (as
+        # Kafka's does): then answered once the topic has left the metadata, as Kafka answers.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + PROPAGATION_WAIT_S
         while loop.time() < deadline and await self.zk.exists(topic_path(name)) is not None:
+            if self.metadata.topic(name) is None and (away := await self._replica_brokers_down(name)):
+                log.info("topic %s is deleted from the metadata; its deletion is pending until brokers %s, which are "
+                         "down, delete their replicas", name, away)
+                return ErrorCode.NONE, None
             await asyncio.sleep(0.05)
         await self._await(lambda: self.metadata.topic(name) is None)
         return ErrorCode.NONE, None
+
+    async def _replica_brokers_down(self, name: str) -> list[int]:
+        """The brokers holding replicas of topic ``name`` that are not registered."""
+        assignment = await self.zk.topic_assignment(name)
+        if assignment is None:
+            return []
+        live = await self.zk.live_brokers()
+        return sorted({b for replicas in assignment.partitions.values() for b in replicas} - set(live))
 
     @_REFUSED
     async def create_partitions(self, name: str, count: int, validate_only: bool,

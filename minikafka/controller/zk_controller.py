@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -41,6 +42,7 @@ from minikafka.controller.reassignment import (
     leader_after,
     reassign,
 )
+from minikafka.controller.topic_deletion import TopicDeletions
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.zk.kafka_zk import (
     ZOOKEEPER_UNAVAILABLE,
@@ -94,6 +96,8 @@ class ControllerState:
     partitions: dict[TopicPartition, PartitionRecord] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     deleting: set[str] = field(default_factory=set)
+    # Of each topic being deleted, which replicas are deleted, asked, or waited for (a broker down).
+    deletions: TopicDeletions = field(default_factory=TopicDeletions)
     # Replicas on live brokers that cannot serve because their log dir failed (KIP-112): from
     # the dirs a broker registers as offline, and from LeaderAndIsr answers of KAFKA_STORAGE_ERROR.
     offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
@@ -148,6 +152,13 @@ def lost_replica(recorded: uuid.UUID | None, registration: BrokerRegistration) -
     """Whether a replica recorded in dir ``recorded`` lost its data: the dir is not one its broker
     registers online. Unknown (never reported) is not lost: there is no evidence either way."""
     return recorded is not None and bool(registration.log_dirs) and recorded not in registration.online_dir_ids
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
@@ -358,12 +369,18 @@ class ZkController:
         for broker in gone:
             state.shutting_down.discard(broker)
             state.offline_replicas.pop(broker, None)
+            state.deletions.broker_gone(broker)
             await self.channels.remove(broker)
         if gone:
             log.info("brokers %s are gone; electing new leaders for their partitions", gone)
             await self._brokers_failed(gone)
+            await self._delete_topics()  # says which deletions now wait for them
         for broker in came:
             state.shutting_down.discard(broker)
+            # A new registration: requests to the old one died with its connection, and what it
+            # failed to delete is asked again.
+            state.deletions.broker_gone(broker)
+            state.deletions.broker_back(broker)
             state.offline_replicas[broker] = state.offline_by_dirs(broker)
             if state.offline_replicas[broker]:
                 log.warning("broker %d registered with log dir(s) %s offline; its replicas there are offline: %s",
@@ -826,29 +843,56 @@ class ZkController:
         await self._delete_topics()
 
     async def _delete_topics(self) -> None:
-        """Drop each topic marked for deletion from every broker's metadata, delete its replicas
-        on the live brokers and its znodes. A broker that is down meanwhile deletes its replicas
-        when it comes back: it finds their topic gone, or there under a new topic id (as
-        KIP-516's topic ids let Kafka's brokers do), so the name is free at once."""
+        """Carry each topic marked for deletion on, as Kafka's TopicDeletionManager does: every
+        broker's metadata drops it (UpdateMetadata marks it), each replica on a live broker gets a
+        StopReplica with deletion, and the topic's znodes go only once every replica has answered
+        that it is deleted (``_deletion_answered``). A ZooKeeper-mode Kafka broker does not delete
+        a topic's logs by itself, so while a replica's broker is down the topic stays marked
+        (pending, its name taken); that broker is asked when it registers again."""
         state = self.state
+        live = set(state.brokers)
         for name in sorted(state.deleting):
             assignment = state.topics.get(name)
-            partitions = sorted(tp for tp in state.partitions if tp[0] == name)
-            if assignment is not None:
-                self._send_update_metadata(state.brokers, {
-                    tp: PartitionRecord(replace(state.partitions[tp].state, leader=LEADER_DURING_DELETE), 0)
-                    for tp in partitions})
-                holders = {b for replicas in assignment.partitions.values() for b in replicas}
-                for broker in sorted(holders & set(state.brokers)):
-                    self._send_stop_replica(broker, [tp for tp in partitions if broker in state.replicas(tp)],
-                                            delete=True)
-                if away := sorted(holders - set(state.brokers)):
-                    log.info("deleting topic %s while brokers %s are away: they delete their replicas when they "
-                             "return", name, away)
-            await self.zk.delete_topic_znodes(name, state.epoch_zk_version)
-            self._forget_topic(name)
-            state.deleting.discard(name)
-            log.info("deleted topic %s", name)
+            if assignment is None:  # marked, but there is no such topic (any more): nothing to wait for
+                await self._topic_deleted(name)
+                continue
+            if name not in state.deletions:
+                log.info("deleting topic %s", name)
+                state.deletions.begin(name, [(b, (name, index)) for index, replicas in assignment.partitions.items()
+                                             for b in replicas])
+                self._send_update_metadata(live, {tp: r for tp, r in state.partitions.items() if tp[0] == name})
+            for broker, tps in state.deletions.to_send(name, live).items():
+                self._send_stop_replica(broker, tps, delete=True,
+                                        on_response=functools.partial(self._deletion_answered, broker, tps))
+            for line in state.deletions.report(name, live):
+                log.warning("%s", line)
+            if state.deletions.complete(name):
+                await self._topic_deleted(name)
+
+    def _deletion_answered(self, broker: int, sent: list[TopicPartition], response: Message) -> None:
+        """A broker's answer to a StopReplica with deletion of ``sent``: per partition, its error,
+        else the request's; a partition it does not answer for is not deleted."""
+        codes = {(p.topic_name, p.partition_index): p.error_code for p in response.get("partition_errors") or []}
+
+        async def record() -> None:
+            state = self.state
+            for tp in sent:
+                code = response.error_code or codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+                error = None if code == ErrorCode.NONE else _error_name(code)
+                state.deletions.answered(tp[0], broker, tp, error)
+                if error is not None:
+                    log.warning("broker %d could not delete its replica of %s-%d: %s", broker, tp[0], tp[1], error)
+            await self._delete_topics()
+        self._post_while_controller(record)
+
+    async def _topic_deleted(self, name: str) -> None:
+        """Every replica is deleted: the topic's znodes go, and its name is free."""
+        state = self.state
+        await self.zk.delete_topic_znodes(name, state.epoch_zk_version)
+        self._forget_topic(name)
+        state.deleting.discard(name)
+        state.deletions.forget(name)
+        log.info("deleted topic %s", name)
 
     def _forget_topic(self, name: str) -> None:
         self.state.topics.pop(name, None)
@@ -1289,9 +1333,12 @@ class ZkController:
             if tp[0] not in state.topics:
                 continue
             replicas = state.replicas(tp)
+            # A topic being deleted is marked so in every UpdateMetadata, as Kafka's controller
+            # does: a broker told of it (one that just registered) drops it rather than serve it.
+            leader = LEADER_DURING_DELETE if tp[0] in state.deleting else record.state.leader
             by_topic.setdefault(tp[0], []).append({
                 "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
-                "leader": record.state.leader, "leader_epoch": record.state.leader_epoch,
+                "leader": leader, "leader_epoch": record.state.leader_epoch,
                 "isr": list(record.state.isr), "zk_version": record.zk_version, "replicas": list(replicas),
                 "offline_replicas": state.offline_replicas_of(tp)})
         body = {
@@ -1306,7 +1353,8 @@ class ZkController:
         for broker in brokers:
             self.channels.send(broker, UPDATE_METADATA, body)
 
-    def _send_stop_replica(self, broker: int, partitions: list[TopicPartition], delete: bool) -> None:
+    def _send_stop_replica(self, broker: int, partitions: list[TopicPartition], delete: bool,
+                           on_response: Callable[[Message], None] | None = None) -> None:
         if not partitions:
             return
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -1318,5 +1366,6 @@ class ZkController:
                 else (record.state.leader_epoch if record else -1)})
         self.channels.send(broker, STOP_REPLICA, {
             "controller_id": self.broker_id, "controller_epoch": self.state.epoch,
-            "topic_states": [{"topic_name": name, "partition_states": ps} for name, ps in by_topic.items()]})
+            "topic_states": [{"topic_name": name, "partition_states": ps} for name, ps in by_topic.items()]},
+            on_response=on_response)
 

@@ -4,9 +4,10 @@
   replaced) holds nothing; it leaves the ISR at once, so the last in-sync replica with its disk
   replaced never becomes the leader of an empty log: the partition stays offline, or is elected
   uncleanly only where that is enabled.
-* A topic deleted while one of its brokers is down is deleted at once; that broker deletes its
-  replicas when it returns, and a topic re-created with the name has a new topic id, none of the
-  old data and none of the old configs.
+* A topic deleted while one of its brokers is down stays pending deletion (its znodes and name
+  kept) until that broker returns and deletes its replicas, as Kafka's controller makes it wait;
+  a topic re-created with the name then has a new topic id, none of the old data and none of the
+  old configs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+from kazoo.client import KazooClient
 
 from tests.integration.broker_process import BrokerProcess, KafkaWire, wait_until
 from tests.integration.disk_faults import replace_with_empty_dir
@@ -114,7 +117,22 @@ def _topic_id(broker: BrokerProcess, topic: str) -> object:
         return found.topic_id
 
 
-def test_a_topic_deleted_while_a_broker_is_down_is_deleted_there_when_it_returns(cluster: Cluster) -> None:
+def _znodes(cluster: Cluster, topic: str) -> set[str]:
+    """Which of the topic's znodes stand."""
+    zk = KazooClient(hosts=cluster.zookeeper.connect + "/minikafka")
+    zk.start(timeout=10)
+    try:
+        return {path for path in (f"/brokers/topics/{topic}", f"/config/topics/{topic}", f"/admin/delete_topics/{topic}")
+                if zk.exists(path) is not None}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_a_topic_deleted_while_a_broker_is_down_waits_for_that_broker(cluster: Cluster) -> None:
+    """As Kafka's controller does (a ZooKeeper-mode Kafka broker keeps logs nobody tells it to
+    delete): the topic leaves the metadata at once, but stays pending deletion, its znodes and
+    its name kept, until the broker that was down has deleted its replicas."""
     controller = cluster.controller_id()
     away_id = next(b for b in cluster.brokers if b != controller)
     away = cluster.brokers[away_id]
@@ -132,21 +150,32 @@ def test_a_topic_deleted_while_a_broker_is_down_is_deleted_there_when_it_returns
     admin = KafkaAdminClient(bootstrap_servers=",".join(cluster.brokers[b].bootstrap for b in live))
     try:
         admin.delete_topics(["doomed", "gone"], timeout_ms=30000)
+        wait_until(lambda: not any({"doomed", "gone"} & {t.name for t in cluster.metadata(via=cluster.brokers[b]).topics}
+                                   for b in live), 30, interval=0.1, what="both topics gone from the live brokers")
+        assert not {"doomed-0", "doomed-1", "gone-0"} & {
+            name for b in live for name in cluster.brokers[b].partition_dirs()}
+        # Pending: the znodes stay, the name is taken, and the controller says what it waits for.
+        for topic in ("doomed", "gone"):
+            assert _znodes(cluster, topic) == {f"/brokers/topics/{topic}", f"/config/topics/{topic}",
+                                               f"/admin/delete_topics/{topic}"}
+        wait_until(lambda: f"deletion of topic doomed waits for broker {away_id}, which is down"
+                   in cluster.brokers[controller].stderr_text(), 30, interval=0.1, what="the controller's warning")
+        assert f"deletion of topic gone waits for broker {away_id}, which is down" \
+            in cluster.brokers[controller].stderr_text()
+        with pytest.raises(TopicAlreadyExistsError, match="marked for deletion"):
+            admin.create_topics([NewTopic("doomed", 1, 1)])
     finally:
         admin.close()
-    wait_until(lambda: not any({"doomed", "gone"} & {t.name for t in cluster.metadata(via=cluster.brokers[b]).topics}
-                               for b in live), 30, interval=0.1, what="both topics gone from the live brokers")
-    # The name is free at once, and the new topic is another topic.
+
+    away.start()
+    # The returning broker is told to delete its replicas; only once it has are the znodes gone.
+    wait_until(lambda: not _znodes(cluster, "doomed") | _znodes(cluster, "gone"), 30, interval=0.1,
+               what="the deleted topics' znodes gone")
+    assert not {"doomed-0", "doomed-1", "gone-0"} & set(away.partition_dirs())
+    assert "gone" not in {t.name for t in cluster.metadata(via=away).topics}
+    # The name is free now, and the new topic is another topic.
     _create(cluster, "doomed", {0: live, 1: live[::-1]})
     assert _topic_id(cluster.brokers[controller], "doomed") != old_id
     _produce(cluster.brokers[controller], "doomed", 5, "new", size=10_000)
     assert _read(cluster.bootstrap, "doomed") == [f"new-{i}".encode() for i in range(5)]
-
-    away.start()
-    wait_until(lambda: not {"doomed-0", "doomed-1", "gone-0"} & set(away.partition_dirs()), 30, interval=0.1,
-               what=f"broker {away_id} deleting the replicas of the deleted topics")
-    assert "the topic was deleted while this broker was away" in away.stderr_text()
-    # It still serves as before, and the re-created topic is untouched by the old one.
     assert away.is_running()
-    assert _read(away.bootstrap, "doomed") == [f"new-{i}".encode() for i in range(5)]
-    assert "gone" not in {t.name for t in cluster.metadata(via=away).topics}
