@@ -161,6 +161,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("inter.broker.listener.name", _parse_str, "",
                   "the listener other brokers connect to (default: the one named after "
                   "security.inter.broker.protocol)"),
+        ConfigDef("control.plane.listener.name", _parse_str, "",
+                  "a listener that serves only the controller's requests (LeaderAndIsr, StopReplica, "
+                  "UpdateMetadata), KIP-291: the controller connects to each broker's listener of that name "
+                  "(empty: none, the controller uses the inter-broker listener)"),
         ConfigDef("security.inter.broker.protocol", _parse_str, "PLAINTEXT",
                   "names the inter-broker listener when inter.broker.listener.name is not given",
                   lambda v: v.upper() in SECURITY_PROTOCOLS, "must be one of " + ", ".join(SECURITY_PROTOCOLS)),
@@ -754,6 +758,14 @@ class BrokerConfig:
         if inter_broker not in self._bound:
             raise ConfigError(f"invalid value {inter_broker!r} for configuration 'inter.broker.listener.name': "
                               f"it must name one of the listeners ({', '.join(self._bound)})")
+        control_plane = self.control_plane_listener_name
+        if control_plane is not None and control_plane not in self._bound:
+            raise ConfigError(f"invalid value {control_plane!r} for configuration 'control.plane.listener.name': "
+                              f"it must name one of the listeners ({', '.join(self._bound)})")
+        if control_plane == inter_broker:
+            raise ConfigError(f"invalid value {control_plane!r} for configuration 'control.plane.listener.name': "
+                              "it must differ from the inter-broker listener, which serves the other requests "
+                              "between brokers")
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
@@ -880,6 +892,11 @@ class BrokerConfig:
         ``security.inter.broker.protocol`` (PLAINTEXT by default)."""
         return (str(self.values["inter.broker.listener.name"]).upper()
                 or str(self.values["security.inter.broker.protocol"]).upper())
+
+    @property
+    def control_plane_listener_name(self) -> str | None:
+        """The listener that serves only the controller's requests, if one is named."""
+        return str(self.values["control.plane.listener.name"]).upper() or None
 
     def security_protocol_of(self, listener: str) -> str:
         return self._bound[listener].security_protocol

@@ -87,7 +87,7 @@ KAFKA_STATIC_UNDEFINED = frozenset({
     "alter.log.dirs.replication.quota.window.num", "alter.log.dirs.replication.quota.window.size.seconds",
     "auto.include.jmx.reporter", "broker.heartbeat.interval.ms", "broker.id.generation.enable",
     "broker.session.timeout.ms", "client.quota.callback.class", "connections.max.idle.ms",
-    "control.plane.listener.name", "controller.listener.names", "controller.quorum.append.linger.ms",
+    "controller.listener.names", "controller.quorum.append.linger.ms",
     "controller.quorum.bootstrap.servers", "controller.quorum.election.backoff.max.ms",
     "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
     "controller.quorum.request.timeout.ms", "controller.quorum.retry.backoff.ms", "controller.quorum.voters",

@@ -99,14 +99,17 @@ class ControllerChannels:
         self.security = security
         self.channels: dict[int, BrokerChannel] = {}
 
-    def add(self, broker_id: int, broker_epoch: int, address: tuple[str, int]) -> None:
+    def add(self, broker_id: int, broker_epoch: int, address: tuple[str, int],
+            security: ClientSecurity | None = None) -> None:
+        """A channel to ``broker_id`` at ``address``, connected with ``security`` (default: the
+        channels' own), replacing one to an earlier registration of it."""
         old = self.channels.get(broker_id)
         if old is not None and old.broker_epoch == broker_epoch:
             return
         if old is not None:
             asyncio.get_running_loop().create_task(old.close())
         self.channels[broker_id] = BrokerChannel(broker_id, broker_epoch, address, self.controller_id,
-                                                 self.security)
+                                                 security or self.security)
 
     async def remove(self, broker_id: int) -> None:
         channel = self.channels.pop(broker_id, None)

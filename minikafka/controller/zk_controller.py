@@ -167,9 +167,14 @@ def _names(partitions: Iterable[TopicPartition]) -> str:
 
 class ZkController:
     def __init__(self, config: BrokerConfig, zk: KafkaZk, inter_broker_listener: str,
-                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
+                 security: ClientSecurity = PLAINTEXT_CLIENT, control_plane_security: ClientSecurity | None = None
+                 ) -> None:
         self.config = config
-        self.security = security  # how the controller's channels connect to the brokers
+        self.security = security  # how the controller connects to the brokers' inter-broker listener
+        # The brokers' listener named control.plane.listener.name (KIP-291), where each broker has
+        # one, carries the controller's requests, connected to with ``control_plane_security``.
+        self.control_plane = config.control_plane_listener_name
+        self.control_plane_security = control_plane_security or security
         self.broker_id = config.broker_id
         self.zk = zk
         self.listener = inter_broker_listener
@@ -352,11 +357,21 @@ class ZkController:
                 self.state.partitions[(name, index)] = PartitionRecord(*found)
 
     def _open_channel(self, broker: int, registration: BrokerRegistration) -> None:
-        address = registration.endpoint(self.listener)
+        """The channel of the controller's requests to ``broker``: to its control-plane listener
+        if it registered one (Kafka's controller looks it up by its own control.plane.listener.name,
+        which every broker of a cluster shares), else to its inter-broker listener."""
+        listener, address, security = self.listener, registration.endpoint(self.listener), self.security
+        if self.control_plane is not None:
+            control = registration.endpoint(self.control_plane)
+            if control is not None:
+                listener, address, security = self.control_plane, control, self.control_plane_security
+            else:
+                log.warning("broker %d registered no %s listener (control.plane.listener.name); the controller "
+                            "sends it its requests on its %s listener", broker, self.control_plane, self.listener)
         if address is None:
-            log.error("broker %d registered no %s listener; the controller cannot reach it", broker, self.listener)
+            log.error("broker %d registered no %s listener; the controller cannot reach it", broker, listener)
             return
-        self.channels.add(broker, registration.epoch, address)
+        self.channels.add(broker, registration.epoch, address, security)
 
     # ---- brokers come and go -------------------------------------------------------------
     async def _brokers_changed(self) -> None:

@@ -115,7 +115,11 @@ class BrokerSecurity:
                 from None
         self.authorizer = Authorizer(bool(config["authorizer.class.name"]),
                                      AuthorizerSettings(super_users, config["allow.everyone.if.no.acl.found"]))
-        self.client = self._client_security()
+        self.client = self._client_security(config.inter_broker_listener_name)
+        # The controller's connections to the brokers' control-plane listener (KIP-291), when one
+        # is named: that listener's TLS, and SASL with the inter-broker mechanism, as Kafka's.
+        control_plane = config.control_plane_listener_name
+        self.control_plane_client = self.client if control_plane is None else self._client_security(control_plane)
         self.credentials: Credentials = {}
         self.store: SecurityStore | None = None
         self._acl_changes: AclChangeListener | None = None
@@ -170,9 +174,10 @@ class BrokerSecurity:
                               '(user_<name>="<password>" options of PlainLoginModule)')
         return found.plain_users
 
-    def _client_security(self) -> ClientSecurity:
-        """From the inter-broker listener's settings, as Kafka's brokers do."""
-        name = self.config.inter_broker_listener_name
+    def _client_security(self, name: str) -> ClientSecurity:
+        """How this broker connects to the others' listener ``name``: from that listener's own
+        settings, as Kafka's brokers do."""
+        role = "inter-broker" if name == self.config.inter_broker_listener_name else "control-plane"
         listener = self.listeners[name]
         tls = self._tls_settings[name].client_context() if name in self._tls_settings else None
         login = None
@@ -180,12 +185,12 @@ class BrokerSecurity:
             mechanism = str(self.config["sasl.mechanism.inter.broker.protocol"]).upper()
             if mechanism not in listener.mechanisms:
                 raise ConfigError(f"invalid value {mechanism!r} for configuration "
-                                  f"'sasl.mechanism.inter.broker.protocol': the inter-broker listener {name} "
+                                  f"'sasl.mechanism.inter.broker.protocol': the {role} listener {name} "
                                   f"enables {', '.join(listener.mechanisms)}")
             found = self._jaas(name, mechanism)
             credentials = None if found is None else found.credentials
             if credentials is None:
-                raise ConfigError(f"the inter-broker listener {name} uses SASL {mechanism}: set username and "
+                raise ConfigError(f"the {role} listener {name} uses SASL {mechanism}: set username and "
                                   "password, this broker's own credentials, in "
                                   f"'listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config'")
             login = SaslLogin(mechanism, *credentials)

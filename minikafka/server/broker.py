@@ -51,6 +51,7 @@ from minikafka.server.connection import Connection, UnhandledApi
 from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
+from minikafka.server.handlers.controller_requests import CONTROL_PLANE_APIS
 from minikafka.server.log_dir_reports import LogDirReports
 from minikafka.server.metrics import export_catch_up
 from minikafka.storage.background_io import BackgroundIo
@@ -175,6 +176,7 @@ class Broker:
             txn_verifier=self.txn_verifier,
             mover=self.mover, commands=commands,
             inter_broker_listener=self.inter_broker_listener,
+            control_plane_listener=self.config.control_plane_listener_name,
             broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1,
             cluster_controller=self.membership.controller if self.membership is not None else None,
             security=self.security, session=Session(self.security.listeners[self.listeners[0].name], "",
@@ -237,6 +239,7 @@ class Broker:
         registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None)
         self.membership = ClusterMembership(
             config, self.zk, self.replica_manager, registration, inter, self.security.client,
+            control_plane_security=self.security.control_plane_client,
             controller_endpoint=lambda: endpoint_of(self.metadata.controller_id),
             on_deleted_topics=leadership.delete_replicas_of_deleted_topics,
             on_user_changed=self.security.user_changed, on_new_session=self.security.new_session)
@@ -463,11 +466,15 @@ class Broker:
         the session does not admit yet (before SASL authentication) close the connection."""
         context = dataclasses.replace(self.context, client_host=session.client_host, listener_name=listener,
                                       session=session)
+        control_plane = listener == self.config.control_plane_listener_name
 
         def dispatch(request: Request) -> Any:
             handler = HANDLERS.get(request.api_key)
             if handler is None or request.api_key not in context.handled_apis:
                 raise UnhandledApi(f"api key {request.api_key} is not served by this broker")
+            if control_plane and request.api_key not in CONTROL_PLANE_APIS:
+                raise UnhandledApi(f"api key {request.api_key} is not served on the control-plane listener "
+                                   f"{listener}, which serves only the controller's requests")
             session.admit(request)
             handling = handler(request, context)
             if self.quotas.request_quotas_set and request.api_key not in REQUEST_QUOTA_EXEMPT \

@@ -47,6 +47,7 @@ class ClusterMembership:
     def __init__(self, config: BrokerConfig, zk: KafkaZk, replica_manager: ReplicaManager,
                  registration: BrokerRegistration, inter_broker_listener: str,
                  security: ClientSecurity = PLAINTEXT_CLIENT, *,
+                 control_plane_security: ClientSecurity | None = None,
                  controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
                  on_deleted_topics: DeletedTopics | None = None,
                  on_user_changed: Callable[[str], Awaitable[None]] | None = None,
@@ -59,7 +60,7 @@ class ClusterMembership:
         self.inter_broker_listener = inter_broker_listener
         self.broker_epoch = -1
         self.security = security  # how this broker connects to the others (and its controller to them)
-        self.controller = ZkController(config, zk, inter_broker_listener, security)
+        self.controller = ZkController(config, zk, inter_broker_listener, security, control_plane_security)
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._seen_config_changes: set[str] = set()
         self._session_lost = False

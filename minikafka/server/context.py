@@ -47,6 +47,8 @@ class BrokerContext:
     # and this broker's epoch (the zxid of its ZooKeeper registration) they must name.
     commands: ControllerCommands | None = field(default=None, kw_only=True)
     inter_broker_listener: str = field(default="PLAINTEXT", kw_only=True)
+    # control.plane.listener.name (KIP-291): when named, the controller's requests come there only.
+    control_plane_listener: str | None = field(default=None, kw_only=True)
     broker_epoch: Callable[[], int] = field(default=lambda: -1, kw_only=True)
     # Cluster mode only: this broker's controller, active when ZooKeeper elected it.
     cluster_controller: ZkController | None = field(default=None, kw_only=True)

@@ -2,12 +2,16 @@
 one in rack "east". Their racks are in their registrations and in Metadata and DescribeCluster;
 new replicas are spread over both racks; and a confluent-kafka consumer with ``client.rack=east``
 reads from the east follower (KIP-392, the leader names it as preferred read replica), which its
-bytes-out counter shows, then goes back to the leader when that follower dies."""
+bytes-out counter shows, then goes back to the leader when that follower dies.
+
+The same brokers have a control-plane listener (control.plane.listener.name, KIP-291, issue 32):
+the controller's requests go there, and nothing else does."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -15,14 +19,17 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.client import KazooClient
 
 from minikafka.config.broker import RACK_AWARE_REPLICA_SELECTOR
-from tests.integration.broker_process import wait_until
-from tests.system.cluster import Cluster
+from protocol.errors import ErrorCode
+from tests.integration.broker_process import HOST, KafkaWire, free_port, wait_until
+from tests.system.cluster import CLUSTER_SETTINGS, Cluster, inter_broker_request
 from tests.system.observe import metric_sample
 from tests.system.zookeeper import ZooKeeperProcess
 
 CHROOT = "/racks"
 RACKS = {1: "west", 2: "west", 3: "east"}
 BYTES_OUT = "kafka_server_BrokerTopicMetrics_BytesOut_total"
+CONTROL_PORTS: dict[int, int] = {}  # each broker's control-plane listener
+STOP_REPLICA = 5
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +38,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     zookeeper = ZooKeeperProcess(root / "zookeeper").start()
     made: Cluster | None = None
     try:
-        made = Cluster(root, zookeeper, chroot=CHROOT, metrics=True,
-                       overrides={"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR})
+        made = Cluster(root, zookeeper, chroot=CHROOT, metrics=True, overrides={
+            "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR, "control.plane.listener.name": "CONTROL",
+            "listener.security.protocol.map": CLUSTER_SETTINGS["listener.security.protocol.map"] + ",CONTROL:PLAINTEXT"})
         for broker_id, rack in RACKS.items():
             made.brokers[broker_id].overrides["broker.rack"] = rack
+            CONTROL_PORTS[broker_id] = free_port()
+            made.brokers[broker_id].overrides["listeners"] += f",CONTROL://{HOST}:{CONTROL_PORTS[broker_id]}"
         yield made.start()
     finally:
         if made is not None:
@@ -62,6 +72,44 @@ def test_racks_are_registered_as_kafka_writes_them_and_shown_to_clients(cluster:
     admin = _admin(cluster)  # held: a collected client fails its futures
     described = admin.describe_cluster(include_authorized_operations=False).result(30)
     assert {node.id: node.rack for node in described.nodes} == RACKS
+
+
+def _established_to(port: int) -> int:
+    """How many TCP connections to 127.0.0.1:``port`` are established (the kernel's table)."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, _, state = line.split()[1:4]
+        if state == "01" and local == f"0100007F:{port:04X}":
+            count += 1
+    return count
+
+
+def test_the_controller_uses_the_control_plane_listener_and_nothing_else_does(cluster: Cluster) -> None:
+    zk = KazooClient(hosts=cluster.zookeeper.connect + CHROOT)
+    zk.start(timeout=10)
+    try:
+        registered = {b: json.loads(zk.get(f"/brokers/ids/{b}")[0]) for b in RACKS}
+    finally:
+        zk.stop()
+        zk.close()
+    for broker_id, port in CONTROL_PORTS.items():
+        assert f"CONTROL://{HOST}:{port}" in registered[broker_id]["endpoints"]
+        assert registered[broker_id]["listener_security_protocol_map"]["CONTROL"] == "PLAINTEXT"
+    # The controller's channel to every broker, its own included, is on that broker's control-plane
+    # listener; and every broker took its UpdateMetadata (they accept it nowhere else): each knows all.
+    wait_until(lambda: all(_established_to(port) for port in CONTROL_PORTS.values()), 30, interval=0.1,
+               what="the controller connected to every control-plane listener")
+    for broker in cluster.brokers.values():
+        assert len(cluster.metadata(via=broker).brokers) == len(RACKS)
+    some = cluster.brokers[1]
+    # The controller's requests are refused on the inter-broker listener now...
+    refused = inter_broker_request(cluster.internal_ports[1], STOP_REPLICA, 3, {
+        "controller_id": 1, "controller_epoch": 1, "broker_epoch": 0, "topic_states": []})
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # ... and a client's request is not served on the control-plane listener.
+    with KafkaWire((HOST, CONTROL_PORTS[1]), timeout=5.0) as wire, pytest.raises((OSError, EOFError)):
+        wire.metadata(None, version=8)
+    assert "not served on the control-plane listener CONTROL" in some.stderr_text()
 
 
 def test_new_replicas_are_spread_over_both_racks(cluster: Cluster) -> None:

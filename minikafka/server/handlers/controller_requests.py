@@ -1,8 +1,9 @@
 """Who may send the controller's requests (LeaderAndIsr, UpdateMetadata, StopReplica).
 
 Not a handler: the shared gate of those three. They are accepted only by a cluster broker, on
-its inter-broker listener when that is a separate one, from the newest controller epoch it
-has heard, and addressed to this very registration of the broker (its broker epoch)."""
+its control-plane listener when it has one (control.plane.listener.name, KIP-291), else on its
+inter-broker listener when that is a separate one, from the newest controller epoch it has
+heard, and addressed to this very registration of the broker (its broker epoch)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+# What a control-plane listener serves: the controller's requests, and what a connection needs
+# before them (ApiVersions, SASL authentication).
+CONTROL_PLANE_APIS = frozenset({4, 5, 6, 17, 18, 36})
+
 
 def refusal(api_key: int, ctx: BrokerContext, controller_id: int, controller_epoch: int,
             broker_epoch: int) -> ErrorCode | None:
@@ -22,9 +27,10 @@ def refusal(api_key: int, ctx: BrokerContext, controller_id: int, controller_epo
         log.warning("refused %s from %s: this embedded broker is its own controller", type_name(api_key),
                     ctx.client_host)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    if ctx.listener_name != ctx.inter_broker_listener:
+    expected = ctx.control_plane_listener or ctx.inter_broker_listener
+    if ctx.listener_name != expected:
         log.warning("refused %s from %s on listener %s: controller requests come on %s", type_name(api_key),
-                    ctx.client_host, ctx.listener_name, ctx.inter_broker_listener)
+                    ctx.client_host, ctx.listener_name, expected)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if not from_a_broker(ctx):
         log.warning("refused %s from %s: %s may not act as a broker (CLUSTER_ACTION on the cluster; brokers "
