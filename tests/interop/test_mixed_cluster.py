@@ -143,7 +143,7 @@ def _state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
     return dict(json.loads(data))
 
 
-def test_kafka_brokers_change_isrs_and_get_producer_ids_from_a_minikafka_controller(
+def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_minikafka_controller(
         tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # Kafka 3.9 brokers (inter.broker.protocol.version 3.9) send AlterPartition and
     # AllocateProducerIds to the controller rather than writing ZooKeeper themselves.
@@ -196,6 +196,30 @@ def test_kafka_brokers_change_isrs_and_get_producer_ids_from_a_minikafka_control
         block = json.loads(zk.get(f"{CHROOT}/latest_producer_id_block")[0])
         assert block["broker"] == 2, block
         assert int(block["block_start"]) <= answer.producer_id <= int(block["block_end"]), (answer, block)
+
+        # A topic deleted while a Kafka broker holding a replica is down stays pending: a
+        # ZooKeeper-mode Kafka broker deletes no log unless told to, so the minikafka controller
+        # waits for it as Kafka's does, tells it when it returns, and only then removes the znodes.
+        admin = KafkaAdminClient(bootstrap_servers=leader.bootstrap)
+        try:
+            admin.create_topics([NewTopic("doomed", replica_assignments={0: [2, 3]})])
+            wait_until(lambda: any((d / "doomed-0").is_dir() for d in follower.log_dirs), 60, interval=0.2,
+                       what="the Kafka follower's replica of the doomed topic")
+            follower.stop()
+            wait_until(lambda: "3" not in zk.get_children(f"{CHROOT}/brokers/ids"), 30, interval=0.2,
+                       what="the Kafka follower unregistered")
+            admin.delete_topics(["doomed"], timeout_ms=30_000)
+        finally:
+            admin.close()
+        wait_until(lambda: "deletion of topic doomed waits for broker 3, which is down" in controller.stderr_text(),
+                   30, interval=0.2, what="the controller's word on the pending deletion")
+        assert zk.exists(f"{CHROOT}/brokers/topics/doomed") and zk.exists(f"{CHROOT}/admin/delete_topics/doomed")
+        assert any((d / "doomed-0").is_dir() for d in follower.log_dirs)
+        follower.start()
+        wait_until(lambda: zk.exists(f"{CHROOT}/admin/delete_topics/doomed") is None, 60, interval=0.2,
+                   what="the deletion done once the Kafka broker is back")
+        assert zk.exists(f"{CHROOT}/brokers/topics/doomed") is None
+        assert not any((d / "doomed-0").is_dir() for d in follower.log_dirs), "the Kafka broker kept its log"
         assert "controller event failed" not in controller.stderr_text()
     finally:
         zk.stop()
