@@ -146,14 +146,21 @@ def _state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
 def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_minikafka_controller(
         tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # Kafka 3.9 brokers (inter.broker.protocol.version 3.9) send AlterPartition and
-    # AllocateProducerIds to the controller rather than writing ZooKeeper themselves.
-    controller = minikafka_broker(tmp_path / "mini1", 1, zookeeper, **{"replica.lag.time.max.ms": "5000"})
+    # AllocateProducerIds to the controller rather than writing ZooKeeper themselves. Every broker
+    # has a control-plane listener (KIP-291): the controller's requests go to the Kafka brokers'
+    # one, and Kafka's brokers send theirs to the controller's.
+    control_ports = {b: free_port() for b in (1, 2, 3)}
+    control = {"control.plane.listener.name": "CONTROL",
+               "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL:PLAINTEXT"}
+    controller = minikafka_broker(tmp_path / "mini1", 1, zookeeper, **{"replica.lag.time.max.ms": "5000"}, **control)
+    controller.overrides["listeners"] += f",CONTROL://{HOST}:{control_ports[1]}"
     closing.append(controller.start())
-    leader = KafkaZkBroker(tmp_path / "kafka2", 2, zookeeper)
-    closing.append(leader.start())
+    leader = KafkaZkBroker(tmp_path / "kafka2", 2, zookeeper, **control)
     # A session that outlives the pause below: the follower only stops fetching, it stays registered.
-    follower = KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"})
-    closing.append(follower.start())
+    follower = KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"}, **control)
+    for kafka_broker in (leader, follower):
+        kafka_broker.settings["listeners"] += f",CONTROL://{HOST}:{control_ports[kafka_broker.broker_id]}"
+        closing.append(kafka_broker.start())
     admin = KafkaAdminClient(bootstrap_servers=leader.bootstrap)
     try:
         admin.create_topics([NewTopic("isr", replica_assignments={0: [2, 3]})])

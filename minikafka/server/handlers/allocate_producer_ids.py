@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
+from minikafka.server.handlers.controller_requests import on_a_broker_listener
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.allocate_producer_ids import AllocateProducerIdsRequestView, AllocateProducerIdsResponse
@@ -16,7 +17,7 @@ async def handle(request: Request[AllocateProducerIdsRequestView], ctx: BrokerCo
     body = request.body
     controller = ctx.cluster_controller
     block = range(0)
-    if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):
+    if not on_a_broker_listener(ctx) or not from_a_broker(ctx):
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     elif controller is None or not controller.active:
         error = ErrorCode.NOT_CONTROLLER

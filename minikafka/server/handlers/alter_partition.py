@@ -10,6 +10,7 @@ from minikafka.controller.isr_proposals import IsrProposal
 from minikafka.controller.zk_controller import AlterPartitionResult
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
+from minikafka.server.handlers.controller_requests import on_a_broker_listener
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.alter_partition import (
@@ -36,7 +37,7 @@ async def handle(request: Request[AlterPartitionRequestView], ctx: BrokerContext
                 p.leader_epoch, isr, epochs, p.leader_recovery_state, p.partition_epoch)
     controller = ctx.cluster_controller
     results: dict[tuple[str | uuid.UUID, int], AlterPartitionResult] = {}
-    if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):
+    if not on_a_broker_listener(ctx) or not from_a_broker(ctx):
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     elif controller is None or not controller.active:
         error = ErrorCode.NOT_CONTROLLER

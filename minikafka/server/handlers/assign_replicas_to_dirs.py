@@ -7,6 +7,7 @@ import uuid
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
+from minikafka.server.handlers.controller_requests import on_a_broker_listener
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.assign_replicas_to_dirs import (
@@ -23,7 +24,7 @@ async def handle(request: Request[AssignReplicasToDirsRequestView], ctx: BrokerC
     assignments = [(topic.topic_id, p.partition_index, directory.id)
                    for directory in body.directories for topic in directory.topics for p in topic.partitions]
     results: dict[tuple[uuid.UUID, int], ErrorCode] = {}
-    if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):
+    if not on_a_broker_listener(ctx) or not from_a_broker(ctx):
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     elif controller is None or not controller.active:
         error = ErrorCode.NOT_CONTROLLER

@@ -6,6 +6,7 @@ import logging
 
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker
+from minikafka.server.handlers.controller_requests import on_a_broker_listener
 from protocol import Request
 from protocol.errors import ErrorCode
 from protocol.typed.controlled_shutdown import ControlledShutdownRequestView, ControlledShutdownResponse
@@ -17,7 +18,7 @@ async def handle(request: Request[ControlledShutdownRequestView], ctx: BrokerCon
                  ) -> ControlledShutdownResponse:
     body = request.body
     controller = ctx.cluster_controller
-    if ctx.listener_name != ctx.inter_broker_listener or not from_a_broker(ctx):
+    if not on_a_broker_listener(ctx) or not from_a_broker(ctx):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     if controller is None or not controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}

@@ -15,9 +15,17 @@ from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-# What a control-plane listener serves: the controller's requests, and what a connection needs
-# before them (ApiVersions, SASL authentication).
-CONTROL_PLANE_APIS = frozenset({4, 5, 6, 17, 18, 36})
+# What a control-plane listener serves: the controller's requests, the brokers' requests to the
+# controller (Kafka's brokers send ControlledShutdown, AlterPartition, AllocateProducerIds and
+# AssignReplicasToDirs to the controller's control-plane listener when one is named), and what a
+# connection needs before them (ApiVersions, SASL authentication).
+CONTROL_PLANE_APIS = frozenset({4, 5, 6, 7, 56, 67, 73, 17, 18, 36})
+
+
+def on_a_broker_listener(ctx: BrokerContext) -> bool:
+    """Whether the request came on a listener brokers use to reach each other: the inter-broker
+    listener, or the control-plane one. A broker's requests to the controller come on either."""
+    return ctx.listener_name in (ctx.inter_broker_listener, ctx.control_plane_listener)
 
 
 def refusal(api_key: int, ctx: BrokerContext, controller_id: int, controller_epoch: int,
