@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from minikafka.security.stores import desanitize, sanitize
+from minikafka.zk.sanitizer import desanitize, sanitize
 
 DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default
 USER, CLIENT_ID, IP = "user", "client-id", "ip"

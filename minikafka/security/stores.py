@@ -21,7 +21,6 @@ import asyncio
 import json
 import logging
 import time
-import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -41,6 +40,7 @@ from minikafka.security.acl import (
 )
 from minikafka.security.scram import HASHES, ScramCredential, ScramError
 from minikafka.zk.kafka_zk import KafkaZk, StaleState
+from minikafka.zk.sanitizer import desanitize, sanitize
 
 log = logging.getLogger(__name__)
 
@@ -101,16 +101,6 @@ def merge_credentials(configs: Mapping[str, str], credentials: dict[str, ScramCr
     (Kafka's client quotas, such as producer_byte_rate) are another tool's and stay."""
     kept = {key: value for key, value in configs.items() if key not in HASHES}
     return kept | encode_credentials(credentials)
-
-
-def sanitize(name: str) -> str:
-    """Kafka's Sanitizer: a user name as a znode name (Java's URLEncoder, ``*`` and space as
-    %2A and %20)."""
-    return urllib.parse.quote(name, safe="").replace("~", "%7E")
-
-
-def desanitize(name: str) -> str:
-    return urllib.parse.unquote(name)
 
 
 # ---- the stores ------------------------------------------------------------------------------

@@ -23,14 +23,15 @@ import secrets
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from minikafka.security import scram
 from minikafka.security.scram import ScramCredential
-from minikafka.security.stores import ZkSecurityStore
 from minikafka.tools.client import ClientSecurity, Connection, RequestFailed, ToolError
-from minikafka.zk.kafka_zk import KafkaZk, ZooKeeperUnavailable
 from protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from minikafka.security.stores import ZkSecurityStore
 
 T = TypeVar("T")
 DESCRIBE_USERS, ALTER_USERS = 50, 51
@@ -157,6 +158,11 @@ def _connect(args: argparse.Namespace) -> Connection:
 
 
 async def _in_zookeeper(connect: str, work: Callable[[ZkSecurityStore], Awaitable[T]]) -> T:
+    # Loaded here, not at the top: every minikafka command builds this tool's options, and only
+    # this path needs ZooKeeper's client and the stores.
+    from minikafka.security.stores import ZkSecurityStore
+    from minikafka.zk.kafka_zk import KafkaZk, ZooKeeperUnavailable
+
     zk = KafkaZk(connect, 10_000, 10_000)
     try:
         await zk.start()

@@ -19,7 +19,8 @@ from minikafka.security.acl import (
     select,
 )
 from minikafka.security.principal import user
-from minikafka.security.stores import decode_acl_change, decode_entry, encode_entry, parse_pattern, sanitize
+from minikafka.security.stores import decode_acl_change, decode_entry, encode_entry, parse_pattern
+from minikafka.zk.sanitizer import sanitize
 
 ALICE, BOB = user("alice"), user("bob")
 OP, PERM, RT, PT = AclOperation, AclPermissionType, ResourceType, PatternType
