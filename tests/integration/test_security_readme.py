@@ -45,8 +45,9 @@ def test_the_security_section_as_written(tmp_path: Path) -> None:
     (tmp_path / "admin.properties").write_text(block_containing("properties", "security.protocol=SASL_SSL\n"))
     broker.start()
     try:
-        # The SCRAM user, then the ACL that lets alice read orders (the snippet below subscribes
-        # to it; without the ACL kafka-python may raise TOPIC_AUTHORIZATION_FAILED at once).
+        # The SCRAM user, then the topic orders and the ACL that lets alice read it (the snippet
+        # below subscribes to it; alice may not create it, so kafka-python would be answered
+        # TOPIC_AUTHORIZATION_FAILED if it did not exist).
         commands = [*_commands(ours(block_containing("sh", "minikafka configs --bootstrap-server"))),
                     *_commands(ours(block_containing("sh", "--operation Read --operation Describe --topic orders")))]
         printed = ""
@@ -66,7 +67,7 @@ def test_the_security_section_as_written(tmp_path: Path) -> None:
         with _cwd(tmp_path):
             exec(ours(snippet), namespace)  # noqa: S102 - the README's own example
             assert namespace["producer"].list_topics(timeout=10).brokers  # type: ignore[attr-defined]
-            assert namespace["consumer"].topics() == set()  # type: ignore[attr-defined]
+            assert namespace["consumer"].topics() == {"orders"}  # type: ignore[attr-defined]
             namespace["consumer"].close()  # type: ignore[attr-defined]
     finally:
         broker.close()
