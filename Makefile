@@ -11,7 +11,7 @@ APT_PACKAGES := kcat zookeeper docker.io docker-compose debootstrap maven
 JRE_PACKAGE := openjdk-17-jdk-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster test unit lint bench system-deps cluster-deps kafka-jars clean clean-data
+.PHONY: run cluster test unit lint bench bytecode system-deps cluster-deps kafka-jars clean clean-data
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "minikafka needs Python 3.11 or newer"'
@@ -70,13 +70,19 @@ lint: $(BIN)/.installed-test
 # on one worker, so its module-scoped brokers and clusters are started once; --no-loadscope-reorder
 # keeps the slow-first order of tests/conftest.py (xdist would otherwise start the modules with the
 # most tests, the quick unit ones, and leave a long module to run alone at the end).
-test: $(BIN)/.installed-test system-deps kafka-jars lint
+test: $(BIN)/.installed-test system-deps kafka-jars lint bytecode
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=25 tests
+
+# The tests start hundreds of broker and CLI processes, each importing the project's ~300
+# modules: compiled once here, none of them compiles them again (where PYTHONDONTWRITEBYTECODE is
+# set, Python itself never caches them). It saves about 0.6 s of CPU per process.
+bytecode: $(BIN)/.installed-test
+	$(BIN)/python -m compileall -q -j 0 minikafka protocol tests bench
 
 unit: $(BIN)/.installed-test
 	$(BIN)/pytest -q tests/unit
 
-bench: $(BIN)/.installed-test system-deps kafka-jars
+bench: $(BIN)/.installed-test system-deps kafka-jars bytecode
 	$(BIN)/python bench/run.py
 
 # The virtualenv only: data/ holds the topics of make run, and goes only when asked (clean-data).
