@@ -250,6 +250,8 @@ class Broker:
         commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
                                       self.membership.topic_configs, self.membership.forget_topic_configs)
         self.membership.on_quota_changed = self._quota_changed
+        if isinstance(self.controller, ZkClusterAdmin):
+            self.controller.producer_ids_from_controller = self.membership.allocate_producer_ids
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:

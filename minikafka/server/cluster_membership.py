@@ -17,15 +17,19 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from minikafka.config.broker import BrokerConfig, ConfigError
+from minikafka.controller.isr_proposals import UNKNOWN_BROKER_EPOCH
+from minikafka.controller.isr_proposals import IsrProposal as ControllerIsrProposal
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.partition import IsrProposal, Partition
 from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
 from minikafka.replica.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
+from minikafka.storage.log import ZERO_UUID
 from minikafka.zk.kafka_zk import (
     ZOOKEEPER_UNAVAILABLE,
     BrokerIdTaken,
@@ -41,6 +45,28 @@ log = logging.getLogger(__name__)
 DeletedTopics = Callable[[Mapping[TopicPartition, uuid.UUID], Mapping[str, uuid.UUID | None]], None]
 CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_VERSION = 3
+ALTER_PARTITION = 56
+ALLOCATE_PRODUCER_IDS, ALLOCATE_PRODUCER_IDS_VERSION = 67, 0
+CONTROLLER_REQUEST_TIMEOUT_S = 30.0
+# After the controller could not be reached or refused a whole request (NOT_CONTROLLER during an
+# election, a stale broker epoch before the new registration is seen): wait before asking again.
+CONTROLLER_RETRY_BACKOFF_S = 0.5
+PRODUCER_ID_BLOCK_ATTEMPTS = 20
+
+
+class ControllerRequestFailed(Exception):
+    """The controller could not be asked, or refused the whole request."""
+
+
+@dataclass(frozen=True)
+class _IsrAnswer:
+    """The controller's answer for one partition of an AlterPartition."""
+
+    error: ErrorCode
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
 
 
 class ClusterMembership:
@@ -198,7 +224,127 @@ class ClusterMembership:
 
     # ---- ISR changes as leader -------------------------------------------------------------------
     def propose_isr(self, partition: Partition, proposal: IsrProposal) -> None:
-        self._spawn(lambda: self._write_isr(partition, proposal))
+        # From 2.7-IV2 the controller records ISR changes (KIP-497), so the leader asks it; before,
+        # the leader writes the state znode itself, as Kafka's leaders did.
+        if self.config["inter.broker.protocol.version"].alter_partition:
+            self._spawn(lambda: self._alter_partition(partition, proposal))
+        else:
+            self._spawn(lambda: self._write_isr(partition, proposal))
+
+    async def _alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
+        """Propose the leader's new ISR to the controller with AlterPartition and take what it
+        recorded; a partition it refuses waits for the controller's news (LeaderAndIsr), or
+        takes the state znode's ISR when that is still this leadership's."""
+        topic, index = partition.topic, partition.index
+        try:
+            answer = await self._ask_alter_partition(partition, proposal)
+        except ControllerRequestFailed as exc:
+            log.warning("%s-%d: could not propose the ISR %s to the controller (%s); will try again", topic, index,
+                        list(proposal.isr), exc)
+            await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
+            self.replica_manager.isr_refused(partition, proposal)
+            return
+        ours = answer.leader == self.broker_id and answer.leader_epoch == proposal.leader_epoch
+        if answer.error == ErrorCode.NONE and ours and answer.isr == proposal.isr:
+            old = partition.isr
+            self.replica_manager.isr_committed(partition, proposal, answer.partition_epoch)
+            log.info("%s-%d: in-sync replicas %s -> %s (recorded by the controller)", topic, index, list(old),
+                     list(proposal.isr))
+            return
+        if answer.error == ErrorCode.NONE:
+            recorded = (answer.isr, answer.partition_epoch) if ours else None
+        else:
+            # Refused (most often INVALID_UPDATE_VERSION: the state changed meanwhile, perhaps only
+            # to record a replica's log dir, which no LeaderAndIsr announces): the state znode
+            # tells whether it is still this leadership's.
+            recorded = await self._recorded_isr(topic, index, proposal.leader_epoch)
+        log.info("%s-%d: the controller did not change the ISR to %s (%s)%s", topic, index, list(proposal.isr),
+                 answer.error.name, f"; in-sync replicas now {list(recorded[0])}" if recorded else "")
+        self.replica_manager.isr_refused(partition, proposal, recorded)
+
+    async def _recorded_isr(self, topic: str, index: int, leader_epoch: int) -> tuple[tuple[int, ...], int] | None:
+        try:
+            found = await self.zk.partition_state(topic, index)
+        except ZOOKEEPER_UNAVAILABLE:
+            return None
+        if found is None or found[0].leader != self.broker_id or found[0].leader_epoch != leader_epoch:
+            return None
+        return found[0].isr, found[1]
+
+    async def _ask_alter_partition(self, partition: Partition, proposal: IsrProposal) -> _IsrAnswer:
+        # Topic ids from 2.8-IV0 (v2 on; v3 adds each member's broker epoch, KIP-903), names before,
+        # as Kafka's leaders choose; a partition whose topic id is not known here goes by name.
+        by_id = self.config["inter.broker.protocol.version"].topic_ids and partition.topic_id != ZERO_UUID
+        epochs = {member: self.broker_epoch if member == self.broker_id else UNKNOWN_BROKER_EPOCH
+                  for member in proposal.isr}
+        if self.controller.active:
+            key: str | uuid.UUID = partition.topic_id if by_id else partition.topic
+            error, results = await self.controller.alter_partition(self.broker_id, self.broker_epoch, {
+                (key, partition.index): ControllerIsrProposal(proposal.leader_epoch, proposal.isr, epochs, 0,
+                                                              proposal.base_partition_epoch)})
+            if error != ErrorCode.NONE:
+                raise ControllerRequestFailed(f"refused: {error.name}")
+            partition_error, record = results.get((key, partition.index), (ErrorCode.UNKNOWN_SERVER_ERROR, None))
+            if record is None:
+                return _IsrAnswer(partition_error)
+            return _IsrAnswer(partition_error, record.state.leader, record.state.leader_epoch,
+                              tuple(record.state.isr), record.zk_version)
+        state = {"partition_index": partition.index, "leader_epoch": proposal.leader_epoch,
+                 "new_isr": list(proposal.isr),
+                 "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in epochs.items()],
+                 "leader_recovery_state": 0, "partition_epoch": proposal.base_partition_epoch}
+        topic_data = {"topic_id": partition.topic_id, "partitions": [state]} if by_id else \
+            {"topic_name": partition.topic, "partitions": [state]}
+        response = await self._ask_controller(ALTER_PARTITION, 3 if by_id else 1, {
+            "broker_id": self.broker_id, "broker_epoch": self.broker_epoch, "topics": [topic_data]})
+        for topic in response.topics:
+            for answer in topic.partitions:
+                if answer.partition_index == partition.index:
+                    return _IsrAnswer(ErrorCode(answer.error_code), answer.leader_id, answer.leader_epoch,
+                                      tuple(answer.isr), answer.partition_epoch)
+        return _IsrAnswer(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    async def _ask_controller(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
+        """One request to the controller on the inter-broker listener; its answer when its
+        top-level error is NONE, else ControllerRequestFailed."""
+        address = self.controller_endpoint()
+        if address is None:
+            raise ControllerRequestFailed("no controller is known")
+        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}", security=self.security)
+        try:
+            response = await client.request(api_key, version, body, CONTROLLER_REQUEST_TIMEOUT_S)
+        except BrokerUnreachable as exc:
+            raise ControllerRequestFailed(str(exc)) from None
+        finally:
+            client.close()
+        if response.error_code != ErrorCode.NONE:
+            raise ControllerRequestFailed(f"refused: {ErrorCode(response.error_code).name}")
+        return response
+
+    # ---- producer ids (3.0-IV0 on) -----------------------------------------------------------------
+    async def allocate_producer_ids(self) -> range:
+        """A block of producer ids from the controller (AllocateProducerIds, KIP-730), asking
+        again while no controller answers (one being elected), a bounded number of times."""
+        for attempt in range(PRODUCER_ID_BLOCK_ATTEMPTS):
+            try:
+                if self.controller.active:
+                    error, block = await self.controller.allocate_producer_ids(self.broker_id, self.broker_epoch)
+                    if error != ErrorCode.NONE:
+                        raise ControllerRequestFailed(f"refused: {error.name}")
+                else:
+                    response = await self._ask_controller(ALLOCATE_PRODUCER_IDS, ALLOCATE_PRODUCER_IDS_VERSION, {
+                        "broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
+                    block = range(response.producer_id_start, response.producer_id_start + response.producer_id_len)
+            except ControllerRequestFailed as exc:
+                if attempt == 0 or attempt == PRODUCER_ID_BLOCK_ATTEMPTS - 1:
+                    log.warning("could not get a block of producer ids from the controller (%s)%s", exc,
+                                "; asking again" if attempt == 0 else "; giving up for now")
+                await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
+                continue
+            if block:
+                log.info("the controller gave this broker producer ids %d to %d", block.start, block.stop - 1)
+                return block
+        raise ControllerRequestFailed("no block of producer ids from the controller")
 
     async def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
         """Record the leader's new ISR in the partition's state znode, conditional on the state
