@@ -232,7 +232,9 @@ class Broker:
             fetch_min_bytes=config["replica.fetch.min.bytes"], partition_max_bytes=config["replica.fetch.max.bytes"],
             response_max_bytes=config["replica.fetch.response.max.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"],
-            security=self.security.client))
+            security=self.security.client, fetch_version=config["inter.broker.protocol.version"].fetch_version,
+            offset_for_leader_epoch_version=config["inter.broker.protocol.version"].offset_for_leader_epoch_version,
+            broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1))
         leadership = Leadership(config, self.replica_manager, self.fetchers, self._coordinators)
         registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None)
         self.membership = ClusterMembership(
