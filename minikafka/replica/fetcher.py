@@ -353,7 +353,9 @@ class LeaderFetcher:
             self._out_of_range(followed, answer)
             return True
         if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR):
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR,
+                     # Fetch v13 on: a leader that has not yet heard of the topic's id from the controller.
+                     ErrorCode.UNKNOWN_TOPIC_ID):
             # The controller's next LeaderAndIsr tells who leads now.
             log.debug("%s-%d: leader %d answered %s", partition.topic, partition.index, self.leader_id, error.name)
             return False
