@@ -1,5 +1,7 @@
 """A cluster broker's life in ZooKeeper: its registration, its standing for controller, the
-ISR changes it makes as leader, the topic configs it applies, and its clean shutdown.
+ISR changes it makes as leader (proposed to the controller with AlterPartition, or written to
+ZooKeeper below inter.broker.protocol.version 2.7-IV2), the producer id blocks it asks the
+controller for (3.0-IV0 on), the topic configs it applies, and its clean shutdown.
 
 ``ClusterMembership`` owns the broker's ZooKeeper session (``KafkaZk``) and its ``ZkController``.
 When the session expires (ZooKeeper unreachable for zookeeper.session.timeout.ms, or the broker
