@@ -159,6 +159,7 @@ def parse_inter_broker_protocol_version(text: str) -> InterBrokerProtocolVersion
     level = parse_level(text)
     if level < parse_level(OLDEST_SUPPORTED):
         raise ValueError(f"minikafka cannot speak the inter-broker protocol below {OLDEST_SUPPORTED} (its followers "
-                         f"read Fetch v12 or later); {level} is older. Upgrade the cluster's brokers to at least "
-                         f"{OLDEST_SUPPORTED} before adding a minikafka broker")
+                         f"read Fetch v12 or later); {level} is older. Raise the cluster's inter.broker.protocol.version "
+                         f"to at least {OLDEST_SUPPORTED} (a rolling restart of its Kafka brokers) before adding a "
+                         f"minikafka broker")
     return level
