@@ -274,7 +274,8 @@ class ClusterMembership:
         if answer.error == ErrorCode.NONE and ours and answer.isr == proposal.isr:
             old = partition.isr
             self.replica_manager.isr_committed(partition, proposal, answer.partition_epoch)
-            log.info("%s-%d: in-sync replicas %s -> %s (recorded by the controller)", topic, index, list(old),
+            # The ISR change line ends with the new ISR, as the ZooKeeper path's does.
+            log.info("recorded by the controller: %s-%d: in-sync replicas %s -> %s", topic, index, list(old),
                      list(proposal.isr))
             return
         if answer.error == ErrorCode.NONE:

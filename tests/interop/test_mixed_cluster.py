@@ -241,7 +241,7 @@ def test_a_minikafka_leader_changes_isrs_and_gets_producer_ids_through_a_kafka_c
                    what="the minikafka leader's expansion of the ISR")
         assert _state(zk, "isr", 0)["leader"] == 2
         assert leader.stderr_text().count("isr-0: in-sync replicas") >= 2
-        assert "(recorded by the controller)" in leader.stderr_text()
+        assert "recorded by the controller: " in leader.stderr_text()
 
         _assert_producer_id_from_a_block_of(zk, leader.port, 2)
         assert "the controller gave this broker producer ids" in leader.stderr_text()

@@ -83,7 +83,7 @@ def test_a_leader_ignores_a_take_over_state_older_than_its_own_isr_change(cluste
     assert cluster.partitions(TOPIC)[0].leader_id == leader
     logs = "".join(b.stderr_text(200_000) for b in cluster.brokers.values())
     assert f"{TOPIC}-0: in-sync replicas [" in cluster.brokers[leader].stderr_text(200_000)
-    assert "proposed by its leader" not in logs and "(recorded by the controller)" not in logs
+    assert "proposed by its leader" not in logs and "recorded by the controller: " not in logs
     assert "the controller gave this broker producer ids" not in logs
 
 
