@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from minikafka.config.inter_broker_protocol import DEFAULT as DEFAULT_INTER_BROKER_PROTOCOL
+from minikafka.config.inter_broker_protocol import parse_inter_broker_protocol_version
 from minikafka.config.kafka_broker_keys import (
     CLUSTER_LEVEL_LISTENER_KEYS,
     KAFKA_DYNAMIC_DEFINED,
@@ -171,6 +173,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("log.dirs", _parse_list, ["./data/d1", "./data/d2"], "the log directories (disks)",
                   lambda v: len(v) > 0, "needs at least one directory"),
         ConfigDef("zookeeper.connect", _parse_str, "", "ZooKeeper connection string (cluster mode)"),
+        ConfigDef("inter.broker.protocol.version", parse_inter_broker_protocol_version, DEFAULT_INTER_BROKER_PROTOCOL,
+                  "the protocol level brokers speak among themselves (as Kafka's: 3.9, 3.9-IV0, ...; at least "
+                  "2.7-IV1): request versions, ISR changes through the controller from 2.7-IV2, producer ids "
+                  "from it from 3.0-IV0"),
         ConfigDef("broker.rack", _parse_str, "",
                   "the rack (or zone) of this broker: new replicas are spread over racks, and consumers "
                   "with a client.rack read from a replica in theirs (empty: none)"),

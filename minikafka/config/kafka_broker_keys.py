@@ -104,7 +104,7 @@ KAFKA_STATIC_UNDEFINED = frozenset({
     "group.share.max.session.timeout.ms", "group.share.max.size", "group.share.min.heartbeat.interval.ms",
     "group.share.min.record.lock.duration.ms", "group.share.min.session.timeout.ms",
     "group.share.partition.max.record.locks", "group.share.record.lock.duration.ms",
-    "group.share.session.timeout.ms", "initial.broker.registration.timeout.ms", "inter.broker.protocol.version",
+    "group.share.session.timeout.ms", "initial.broker.registration.timeout.ms",
     "kafka.metrics.polling.interval.secs", "kafka.metrics.reporters", "leader.imbalance.per.broker.percentage",
     "log.dir", "log.flush.scheduler.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
     "log.message.format.version", "log.roll.jitter.hours", "max.incremental.fetch.session.cache.slots",

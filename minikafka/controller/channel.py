@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from minikafka.config.inter_broker_protocol import DEFAULT as DEFAULT_INTER_BROKER_PROTOCOL
+from minikafka.config.inter_broker_protocol import InterBrokerProtocolVersion
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from protocol import Message
@@ -22,8 +24,6 @@ from protocol import Message
 log = logging.getLogger(__name__)
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
-# The newest versions of Kafka's ZooKeeper mode (the ones after them are KRaft's).
-VERSIONS = {LEADER_AND_ISR: 6, STOP_REPLICA: 3, UPDATE_METADATA: 7}
 NAMES = {LEADER_AND_ISR: "LeaderAndIsr", STOP_REPLICA: "StopReplica", UPDATE_METADATA: "UpdateMetadata"}
 RETRY_BACKOFF_S = 0.2
 DRAIN_POLL_S = 0.01
@@ -37,10 +37,17 @@ class _Pending:
     on_response: Callable[[Message], None] | None
 
 
+def request_versions(level: InterBrokerProtocolVersion) -> dict[int, int]:
+    """The versions a Kafka controller at inter.broker.protocol.version ``level`` sends."""
+    return {LEADER_AND_ISR: level.leader_and_isr_version, STOP_REPLICA: level.stop_replica_version,
+            UPDATE_METADATA: level.update_metadata_version}
+
+
 class BrokerChannel:
     def __init__(self, broker_id: int, broker_epoch: int, address: tuple[str, int], controller_id: int,
-                 security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
+                 security: ClientSecurity = PLAINTEXT_CLIENT, versions: Mapping[int, int] | None = None) -> None:
         self.broker_id = broker_id
+        self.versions = versions or request_versions(DEFAULT_INTER_BROKER_PROTOCOL)
         self.broker_epoch = broker_epoch
         self.client = BrokerClient(*address, client_id=f"controller-{controller_id}", security=security)
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -70,7 +77,7 @@ class BrokerChannel:
         attempts = 0
         while True:
             try:
-                response = await self.client.request(pending.api_key, VERSIONS[pending.api_key], body,
+                response = await self.client.request(pending.api_key, self.versions[pending.api_key], body,
                                                      REQUEST_TIMEOUT_S)
                 break
             except BrokerUnreachable as exc:
@@ -94,9 +101,13 @@ class BrokerChannel:
 
 
 class ControllerChannels:
-    def __init__(self, controller_id: int, security: ClientSecurity = PLAINTEXT_CLIENT) -> None:
+    def __init__(self, controller_id: int, security: ClientSecurity = PLAINTEXT_CLIENT,
+                 level: InterBrokerProtocolVersion = DEFAULT_INTER_BROKER_PROTOCOL) -> None:
         self.controller_id = controller_id
         self.security = security
+        # Every broker of the cluster reads the requests of the cluster's level (a rolling
+        # upgrade raises it only once all of them run the new release).
+        self.versions = request_versions(level)
         self.channels: dict[int, BrokerChannel] = {}
 
     def add(self, broker_id: int, broker_epoch: int, address: tuple[str, int],
@@ -109,7 +120,7 @@ class ControllerChannels:
         if old is not None:
             asyncio.get_running_loop().create_task(old.close())
         self.channels[broker_id] = BrokerChannel(broker_id, broker_epoch, address, self.controller_id,
-                                                 security or self.security)
+                                                 security or self.security, self.versions)
 
     async def remove(self, broker_id: int) -> None:
         channel = self.channels.pop(broker_id, None)

@@ -14,7 +14,7 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar, cast
 
@@ -91,6 +91,9 @@ class ZkClusterAdmin(ClusterControl):
         self._producer_ids: range = range(0)
         self._next_producer_index = 0
         self._producer_id_lock = asyncio.Lock()
+        # From inter.broker.protocol.version 3.0-IV0 the controller hands out producer id blocks
+        # (KIP-730): the broker's way to ask it, set once it is a member of the cluster.
+        self.producer_ids_from_controller: Callable[[], Awaitable[range]] | None = None
         # The log manager's: it creates a replica in the dir asked for before the replica existed.
         self.preferred_log_dirs = preferred_log_dirs
 
@@ -370,7 +373,11 @@ class ZkClusterAdmin(ClusterControl):
     async def next_producer_id(self) -> int:
         async with self._producer_id_lock:
             if self._next_producer_index >= len(self._producer_ids):
-                self._producer_ids = await self.zk.allocate_producer_ids(self.broker_id)
+                if self.producer_ids_from_controller is not None \
+                        and self.config["inter.broker.protocol.version"].allocate_producer_ids:
+                    self._producer_ids = await self.producer_ids_from_controller()
+                else:
+                    self._producer_ids = await self.zk.allocate_producer_ids(self.broker_id)
                 self._next_producer_index = 0
             producer_id = self._producer_ids[self._next_producer_index]
             self._next_producer_index += 1

@@ -183,7 +183,8 @@ class ZkController:
         self._events: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
-        self.channels = ControllerChannels(self.broker_id, self.security)
+        self.channels = ControllerChannels(self.broker_id, self.security,
+                                           self.config["inter.broker.protocol.version"])
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -297,7 +298,8 @@ class ZkController:
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
         await self.channels.close()
-        self.channels = ControllerChannels(self.broker_id, self.security)
+        self.channels = ControllerChannels(self.broker_id, self.security,
+                                           self.config["inter.broker.protocol.version"])
 
     async def session_expired(self) -> None:
         """This broker's ZooKeeper session expired, and /controller with it if it was ours: stop
@@ -1316,15 +1318,17 @@ class ZkController:
         names = {assignment.topic_id: name for name, assignment in self.state.topics.items()}
         offline: set[TopicPartition] = set()
         online: set[TopicPartition] = set()
-        for topic in response.get("topics") or []:
-            name = names.get(topic.topic_id)
+        # v5 on answers per topic id; before (inter.broker.protocol.version below 2.8-IV1), per topic name.
+        answers = [(names.get(topic.topic_id), answer) for topic in response.get("topics") or []
+                   for answer in topic.partition_errors]
+        answers += [(answer.topic_name, answer) for answer in response.get("partition_errors") or []]
+        for name, answer in answers:
             if name is None:
                 continue
-            for answer in topic.partition_errors:
-                if answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
-                    offline.add((name, answer.partition_index))
-                elif answer.error_code == ErrorCode.NONE:
-                    online.add((name, answer.partition_index))
+            if answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                offline.add((name, answer.partition_index))
+            elif answer.error_code == ErrorCode.NONE:
+                online.add((name, answer.partition_index))
         if offline or online:
             self._post_while_controller(lambda: self._replica_states_reported(broker, broker_epoch, offline, online))
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
 from minikafka.replica.replication_quota import REPLICATION_BYTES_IN
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.storage.errors import KafkaStorageError
+from minikafka.storage.log import ZERO_UUID
 from protocol import MalformedResponse
 from protocol.errors import ErrorCode
 from protocol.fetch_view import FetchedPartition, parse_fetch_response
@@ -38,8 +40,13 @@ log = logging.getLogger(__name__)
 
 FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
-FETCH_VERSION = 12  # topics by name, flexible; the newest with replica_id in the body
-OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+# The versions of inter.broker.protocol.version (config/inter_broker_protocol.py) are given in
+# FetcherConfig. Fetch v12 is the oldest this follower reads (the first flexible one), and the one
+# it falls back to, as Kafka's does, while some partition's topic id is not known (v13 on names
+# topics by id).
+FETCH_VERSION_BY_NAME = 12
+FETCH_TOPIC_IDS_FROM = 13
+FETCH_REPLICA_STATE_FROM = 15  # the follower's id and broker epoch move into ReplicaState (KIP-903)
 # Room in the receive buffer beyond replica.fetch.response.max.bytes for the response's own
 # fields; a larger response (one batch over the limit) grows the buffer.
 RESPONSE_OVERHEAD = 64 * 1024
@@ -56,6 +63,10 @@ class FetcherConfig:
     fetchers_per_leader: int = 1  # num.replica.fetchers
     request_timeout_ms: int = 30000
     security: ClientSecurity = PLAINTEXT_CLIENT  # the inter-broker listener's TLS and SASL
+    fetch_version: int = 17  # inter.broker.protocol.version's (3.9-IV0: 17)
+    offset_for_leader_epoch_version: int = 4
+    # This broker's epoch (its registration's), which Fetch v15 on tells the leader (KIP-903).
+    broker_epoch: Callable[[], int] = lambda: -1
 
 
 @dataclass
@@ -90,6 +101,8 @@ class _SentFetch:
     correlation_id: int
     offsets: dict[TopicPartition, int]
     timeout_s: float
+    version: int
+    names: dict[uuid.UUID, str]  # the topics by id, for the answer of v13 on
 
 
 @dataclass
@@ -164,7 +177,7 @@ class LeaderFetcher:
             by_topic.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": followed.leader_epoch,
                 "leader_epoch": latest if latest is not None else -1})
-        response = await client.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+        response = await client.request(OFFSET_FOR_LEADER_EPOCH, self.config.offset_for_leader_epoch_version, {
             "replica_id": self.config.broker_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
         }, self.config.request_timeout_ms / 1000)
@@ -230,19 +243,25 @@ class LeaderFetcher:
         if held_back:
             # Come back for the held-back replicas as soon as the throttle has room again.
             max_wait_ms = min(max_wait_ms, int(throttle.wait_seconds() * 1000))
-        correlation_id = client.send(FETCH, FETCH_VERSION, {
+        ids = {followed.partition.topic: followed.partition.topic_id for followed in self.partitions.values()}
+        version = self.config.fetch_version
+        if version >= FETCH_TOPIC_IDS_FROM and any(ids.get(topic, ZERO_UUID) == ZERO_UUID for topic in by_topic):
+            version = FETCH_VERSION_BY_NAME
+        correlation_id = client.send(FETCH, version, {
             "replica_id": self.config.broker_id,
+            "replica_state": {"replica_id": self.config.broker_id, "replica_epoch": self.config.broker_epoch()},
             "max_wait_ms": max_wait_ms,
             "min_bytes": self.config.fetch_min_bytes,
             "max_bytes": self.config.response_max_bytes,
             "isolation_level": 0,
             "session_id": 0,
             "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "topics": [{"topic": t, "topic_id": ids[t], "partitions": ps} for t, ps in by_topic.items()],
             "forgotten_topics_data": [],
             "rack_id": "",
         })
-        return _SentFetch(correlation_id, offsets, (self.config.request_timeout_ms + max_wait_ms) / 1000)
+        return _SentFetch(correlation_id, offsets, (self.config.request_timeout_ms + max_wait_ms) / 1000, version,
+                          {ids[t]: t for t in by_topic})
 
     async def _fetch(self, client: BrokerClient) -> None:
         """Receive the answer to the Fetch in flight (sending one first if none is) and store
@@ -265,7 +284,7 @@ class LeaderFetcher:
     def _store(self, client: BrokerClient, sent: _SentFetch, payload: memoryview) -> bool:
         """Append what the Fetch response brought; True when the fetcher should back off."""
         try:
-            response = parse_fetch_response(payload, FETCH_VERSION)
+            response = parse_fetch_response(payload, sent.version)
         except MalformedResponse as exc:
             client.close()  # as for any other bad answer: the next request starts a new connection
             raise BrokerUnreachable(f"broker {self.leader_id} sent an unreadable Fetch response: {exc}") from exc
@@ -274,7 +293,8 @@ class LeaderFetcher:
         claimed: dict[TopicPartition, int] = {}
         below_high_watermark: list[tuple[int, int]] = []
         for answer in response.partitions:
-            key = (answer.topic or "", answer.partition)
+            topic = answer.topic if answer.topic_id is None else sent.names.get(answer.topic_id)
+            key = (topic or "", answer.partition)
             followed = self.partitions.get(key)
             # The partition may have changed hands, or its log been truncated, while the request
             # was out: what came for the old position is dropped and fetched again.
@@ -333,7 +353,9 @@ class LeaderFetcher:
             self._out_of_range(followed, answer)
             return True
         if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR):
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR,
+                     # Fetch v13 on: a leader that has not yet heard of the topic's id from the controller.
+                     ErrorCode.UNKNOWN_TOPIC_ID):
             # The controller's next LeaderAndIsr tells who leads now.
             log.debug("%s-%d: leader %d answered %s", partition.topic, partition.index, self.leader_id, error.name)
             return False

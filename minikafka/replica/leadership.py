@@ -122,7 +122,9 @@ class Leadership:
                 results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             stale = self.topic_id_here(*key)
-            if stale is not None and stale != command.topic_id:
+            # A request without topic ids (LeaderAndIsr v4 and older, below inter.broker.protocol
+            # 2.8-IV1) names none: the replica here is not taken for another topic's (as in Kafka).
+            if stale is not None and command.topic_id != ZERO_UUID and stale != command.topic_id:
                 # The newest controller names another topic id: the replica here is of a topic
                 # deleted (and re-created) while this broker was away.
                 self.delete_replica(key, f"the topic was deleted and re-created as topic id {command.topic_id} "

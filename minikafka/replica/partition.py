@@ -69,7 +69,8 @@ class Partition:
     The leader moves the high watermark to the smallest log end offset of the ISR (with one
     replica, its own log end); a follower takes the leader's high watermark, bounded by its own
     log end. An ISR change is proposed through ``propose_isr`` and takes effect only when
-    ``isr_committed`` confirms it (in a cluster: a conditional ZooKeeper write), so a leader
+    ``isr_committed`` confirms it (in a cluster: the controller's AlterPartition answer, or below
+    inter.broker.protocol.version 2.7-IV2 a conditional ZooKeeper write), so a leader
     that has been replaced can never shrink the ISR to itself and acknowledge alone. While an
     expansion is pending the high watermark waits for the joining replica too (Kafka's maximal
     ISR): once the write lands, the controller may elect it, so it must hold what was acknowledged.

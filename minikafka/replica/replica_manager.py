@@ -143,7 +143,8 @@ class ReplicaManager:
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         # Topics only the broker itself writes (the group coordinator's __consumer_offsets).
         self.internal_topics = internal_topics
-        # How a leader's ISR change is recorded (cluster mode: a conditional ZooKeeper write);
+        # How a leader's ISR change is recorded (cluster mode: through the controller, or a
+        # conditional ZooKeeper write below inter.broker.protocol.version 2.7-IV2);
         # None accepts it at once (the embedded mode, where the ISR is the leader alone).
         self.propose_isr: IsrProposer | None = None
         # What the cluster knows, to tell "not hosted here" (NOT_LEADER_OR_FOLLOWER) from "no such partition".

@@ -234,7 +234,9 @@ class Broker:
             fetch_min_bytes=config["replica.fetch.min.bytes"], partition_max_bytes=config["replica.fetch.max.bytes"],
             response_max_bytes=config["replica.fetch.response.max.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"], fetchers_per_leader=config["num.replica.fetchers"],
-            security=self.security.client))
+            security=self.security.client, fetch_version=config["inter.broker.protocol.version"].fetch_version,
+            offset_for_leader_epoch_version=config["inter.broker.protocol.version"].offset_for_leader_epoch_version,
+            broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1))
         leadership = Leadership(config, self.replica_manager, self.fetchers, self._coordinators)
         registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None)
         self.membership = ClusterMembership(
@@ -253,6 +255,8 @@ class Broker:
         commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
                                       self.membership.topic_configs, self.membership.forget_topic_configs)
         self.membership.on_quota_changed = self._quota_changed
+        if isinstance(self.controller, ZkClusterAdmin):
+            self.controller.producer_ids_from_controller = self.membership.allocate_producer_ids
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:

@@ -1,5 +1,7 @@
 """A cluster broker's life in ZooKeeper: its registration, its standing for controller, the
-ISR changes it makes as leader, the topic configs it applies, and its clean shutdown.
+ISR changes it makes as leader (proposed to the controller with AlterPartition, or written to
+ZooKeeper below inter.broker.protocol.version 2.7-IV2), the producer id blocks it asks the
+controller for (3.0-IV0 on), the topic configs it applies, and its clean shutdown.
 
 ``ClusterMembership`` owns the broker's ZooKeeper session (``KafkaZk``) and its ``ZkController``.
 When the session expires (ZooKeeper unreachable for zookeeper.session.timeout.ms, or the broker
@@ -17,15 +19,19 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from minikafka.config.broker import BrokerConfig, ConfigError
+from minikafka.controller.isr_proposals import UNKNOWN_BROKER_EPOCH
+from minikafka.controller.isr_proposals import IsrProposal as ControllerIsrProposal
 from minikafka.controller.zk_controller import ZkController
 from minikafka.net.client import BrokerClient, BrokerUnreachable
 from minikafka.replica.partition import IsrProposal, Partition
 from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
 from minikafka.replica.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
+from minikafka.storage.log import ZERO_UUID
 from minikafka.zk.kafka_zk import (
     ZOOKEEPER_UNAVAILABLE,
     BrokerIdTaken,
@@ -41,6 +47,29 @@ log = logging.getLogger(__name__)
 DeletedTopics = Callable[[Mapping[TopicPartition, uuid.UUID], Mapping[str, uuid.UUID | None]], None]
 CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_VERSION = 3
+ALTER_PARTITION = 56
+ALLOCATE_PRODUCER_IDS, ALLOCATE_PRODUCER_IDS_VERSION = 67, 0
+CONTROLLER_REQUEST_TIMEOUT_S = 30.0
+CONTROLLER_WATCH_S = 0.2  # how often an unanswered request looks whether the controller changed
+# After the controller could not be reached or refused a whole request (NOT_CONTROLLER during an
+# election, a stale broker epoch before the new registration is seen): wait before asking again.
+CONTROLLER_RETRY_BACKOFF_S = 0.5
+PRODUCER_ID_BLOCK_ATTEMPTS = 20
+
+
+class ControllerRequestFailed(Exception):
+    """The controller could not be asked, or refused the whole request."""
+
+
+@dataclass(frozen=True)
+class _IsrAnswer:
+    """The controller's answer for one partition of an AlterPartition."""
+
+    error: ErrorCode
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
 
 
 class ClusterMembership:
@@ -65,6 +94,10 @@ class ClusterMembership:
         self._seen_config_changes: set[str] = set()
         self._session_lost = False
         self._stopping = False
+        # ISR changes waiting to be proposed to the controller (AlterPartition), and whether a
+        # task is sending them.
+        self._isr_proposals: dict[TopicPartition, tuple[Partition, IsrProposal]] = {}
+        self._sending_isr_proposals = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.controller_endpoint = controller_endpoint
         # Told, after each registration, which of this broker's replicas are of topics deleted
@@ -199,7 +232,160 @@ class ClusterMembership:
 
     # ---- ISR changes as leader -------------------------------------------------------------------
     def propose_isr(self, partition: Partition, proposal: IsrProposal) -> None:
-        self._spawn(lambda: self._write_isr(partition, proposal))
+        # From 2.7-IV2 the controller records ISR changes (KIP-497), so the leader asks it; before,
+        # the leader writes the state znode itself, as Kafka's leaders did.
+        if not self.config["inter.broker.protocol.version"].alter_partition:
+            self._spawn(lambda: self._write_isr(partition, proposal))
+            return
+        self._isr_proposals[(partition.topic, partition.index)] = (partition, proposal)
+        if not self._sending_isr_proposals:
+            self._sending_isr_proposals = True
+            self._spawn(self._send_isr_proposals)
+
+    async def _send_isr_proposals(self) -> None:
+        """Send the waiting ISR proposals to the controller, all of them in one AlterPartition, one
+        request at a time, as Kafka's leaders do (a broker back from a restart rejoins hundreds of
+        ISRs at once)."""
+        try:
+            while self._isr_proposals and not self._stopping:
+                batch, self._isr_proposals = self._isr_proposals, {}
+                await self._alter_partitions(list(batch.values()))
+        finally:
+            self._sending_isr_proposals = False
+
+    async def _alter_partitions(self, batch: list[tuple[Partition, IsrProposal]]) -> None:
+        """Propose the leader's new ISRs to the controller and take what it recorded; a partition
+        it refuses waits for the controller's news (LeaderAndIsr), or takes the state znode's ISR
+        when that is still this leadership's."""
+        try:
+            answers = await self._ask_alter_partition(batch)
+        except Exception as exc:  # whatever went wrong, each partition must be free to propose again
+            log.warning("could not propose %d ISR change(s) to the controller (%s); will try again", len(batch),
+                        _described(exc))
+            await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
+            for partition, proposal in batch:
+                self.replica_manager.isr_refused(partition, proposal)
+            return
+        for (partition, proposal), answer in zip(batch, answers, strict=True):
+            await self._isr_answered(partition, proposal, answer)
+
+    async def _isr_answered(self, partition: Partition, proposal: IsrProposal, answer: _IsrAnswer) -> None:
+        topic, index = partition.topic, partition.index
+        ours = answer.leader == self.broker_id and answer.leader_epoch == proposal.leader_epoch
+        if answer.error == ErrorCode.NONE and ours and answer.isr == proposal.isr:
+            old = partition.isr
+            self.replica_manager.isr_committed(partition, proposal, answer.partition_epoch)
+            # The ISR change line ends with the new ISR, as the ZooKeeper path's does.
+            log.info("recorded by the controller: %s-%d: in-sync replicas %s -> %s", topic, index, list(old),
+                     list(proposal.isr))
+            return
+        if answer.error == ErrorCode.NONE:
+            recorded = (answer.isr, answer.partition_epoch) if ours else None
+        else:
+            # Refused (most often INVALID_UPDATE_VERSION: the state changed meanwhile, perhaps only
+            # to record a replica's log dir, which no LeaderAndIsr announces): the state znode
+            # tells whether it is still this leadership's.
+            recorded = await self._recorded_isr(topic, index, proposal.leader_epoch)
+        log.info("%s-%d: the controller did not change the ISR to %s (%s)%s", topic, index, list(proposal.isr),
+                 answer.error.name, f"; in-sync replicas now {list(recorded[0])}" if recorded else "")
+        self.replica_manager.isr_refused(partition, proposal, recorded)
+
+    async def _recorded_isr(self, topic: str, index: int, leader_epoch: int) -> tuple[tuple[int, ...], int] | None:
+        try:
+            found = await self.zk.partition_state(topic, index)
+        except ZOOKEEPER_UNAVAILABLE:
+            return None
+        if found is None or found[0].leader != self.broker_id or found[0].leader_epoch != leader_epoch:
+            return None
+        return found[0].isr, found[1]
+
+    async def _ask_alter_partition(self, batch: list[tuple[Partition, IsrProposal]]) -> list[_IsrAnswer]:
+        """The controller's answer for each partition of ``batch``, in its order."""
+        # Topic ids from 2.8-IV0 (v2 on; v3 adds each member's broker epoch, KIP-903), names before,
+        # or while some partition's topic id is not known here, as Kafka's leaders choose.
+        by_id = self.config["inter.broker.protocol.version"].topic_ids \
+            and all(partition.topic_id != ZERO_UUID for partition, _ in batch)
+        keys = [(partition.topic_id if by_id else partition.topic, partition.index) for partition, _ in batch]
+        epochs = [{member: self.broker_epoch if member == self.broker_id else UNKNOWN_BROKER_EPOCH
+                   for member in proposal.isr} for _, proposal in batch]
+        if self.controller.active:
+            error, results = await self.controller.alter_partition(self.broker_id, self.broker_epoch, {
+                key: ControllerIsrProposal(proposal.leader_epoch, proposal.isr, members, 0,
+                                           proposal.base_partition_epoch)
+                for key, (_, proposal), members in zip(keys, batch, epochs, strict=True)})
+            if error != ErrorCode.NONE:
+                raise ControllerRequestFailed(f"refused: {error.name}")
+            recorded = [results.get(key, (ErrorCode.UNKNOWN_SERVER_ERROR, None)) for key in keys]
+            return [_IsrAnswer(partition_error) if record is None else
+                    _IsrAnswer(partition_error, record.state.leader, record.state.leader_epoch,
+                               tuple(record.state.isr), record.zk_version) for partition_error, record in recorded]
+        topics: dict[str | uuid.UUID, list[dict[str, Any]]] = {}
+        for (topic, index), (_, proposal), members in zip(keys, batch, epochs, strict=True):
+            topics.setdefault(topic, []).append({
+                "partition_index": index, "leader_epoch": proposal.leader_epoch, "new_isr": list(proposal.isr),
+                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in members.items()],
+                "leader_recovery_state": 0, "partition_epoch": proposal.base_partition_epoch})
+        response = await self._ask_controller(ALTER_PARTITION, 3 if by_id else 1, {
+            "broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
+            "topics": [{"topic_id" if by_id else "topic_name": topic, "partitions": ps} for topic, ps in topics.items()]})
+        found: dict[tuple[str | uuid.UUID, int], _IsrAnswer] = {}
+        for topic_answer in response.topics:
+            topic_key = topic_answer.topic_id if by_id else topic_answer.topic_name
+            for answer in topic_answer.partitions:
+                found[(topic_key, answer.partition_index)] = _IsrAnswer(
+                    ErrorCode(answer.error_code), answer.leader_id, answer.leader_epoch, tuple(answer.isr),
+                    answer.partition_epoch)
+        return [found.get(key, _IsrAnswer(ErrorCode.UNKNOWN_SERVER_ERROR)) for key in keys]
+
+    async def _ask_controller(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
+        """One request to the controller on the inter-broker listener; its answer when its
+        top-level error is NONE, else ControllerRequestFailed."""
+        address = self.controller_endpoint()
+        if address is None:
+            raise ControllerRequestFailed("no controller is known")
+        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}", security=self.security)
+        request = asyncio.ensure_future(client.request(api_key, version, body, CONTROLLER_REQUEST_TIMEOUT_S))
+        try:
+            # A controller that stopped answering (paused, or cut off) is given up on as soon as
+            # another one is elected, as Kafka's brokers disconnect from it, not after the timeout.
+            while not (await asyncio.wait({request}, timeout=CONTROLLER_WATCH_S))[0]:
+                if self.controller.active or self.controller_endpoint() != address:
+                    raise ControllerRequestFailed("the controller changed while the request was out")
+            response = request.result()
+        except BrokerUnreachable as exc:
+            raise ControllerRequestFailed(str(exc)) from None
+        finally:
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+            client.close()
+        if response.error_code != ErrorCode.NONE:
+            raise ControllerRequestFailed(f"refused: {ErrorCode(response.error_code).name}")
+        return response
+
+    # ---- producer ids (3.0-IV0 on) -----------------------------------------------------------------
+    async def allocate_producer_ids(self) -> range:
+        """A block of producer ids from the controller (AllocateProducerIds, KIP-730), asking
+        again while no controller answers (one being elected), a bounded number of times."""
+        for attempt in range(PRODUCER_ID_BLOCK_ATTEMPTS):
+            try:
+                if self.controller.active:
+                    error, block = await self.controller.allocate_producer_ids(self.broker_id, self.broker_epoch)
+                    if error != ErrorCode.NONE:
+                        raise ControllerRequestFailed(f"refused: {error.name}")
+                else:
+                    response = await self._ask_controller(ALLOCATE_PRODUCER_IDS, ALLOCATE_PRODUCER_IDS_VERSION, {
+                        "broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
+                    block = range(response.producer_id_start, response.producer_id_start + response.producer_id_len)
+            except ControllerRequestFailed as exc:
+                if attempt == 0 or attempt == PRODUCER_ID_BLOCK_ATTEMPTS - 1:
+                    log.warning("could not get a block of producer ids from the controller (%s)%s", exc,
+                                "; asking again" if attempt == 0 else "; giving up for now")
+                await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
+                continue
+            if block:
+                log.info("the controller gave this broker producer ids %d to %d", block.start, block.stop - 1)
+                return block
+        raise ControllerRequestFailed("no block of producer ids from the controller")
 
     async def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
         """Record the leader's new ISR in the partition's state znode, conditional on the state

@@ -143,6 +143,46 @@ def _state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
     return dict(json.loads(data))
 
 
+def _kafka_follower(tmp_path: Path, zookeeper: ZooKeeperProcess,
+                    closing: list[KafkaZkBroker | BrokerProcess]) -> KafkaZkBroker:
+    # A session that outlives the pause of _pause_until_the_isr_shrinks: it only stops fetching,
+    # it stays registered.
+    follower = KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"})
+    closing.append(follower.start())
+    return follower
+
+
+def _pause_until_the_isr_shrinks(zk: KazooClient, bootstrap: str, follower: KafkaZkBroker, what: str) -> None:
+    """Create topic isr (replicas 2 and 3, 2 leading), stop the Kafka follower 3 until the ISR is
+    the leader alone, then let it go on."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic("isr", replica_assignments={0: [2, 3]})])
+    finally:
+        admin.close()
+    wait_until(lambda: any((d / "isr-0").is_dir() for d in follower.log_dirs), 60, interval=0.2,
+               what="the follower's replica")
+    assert follower.process is not None
+    follower.process.process.send_signal(signal.SIGSTOP)  # the follower stops fetching
+    try:
+        wait_until(lambda: _state(zk, "isr", 0)["isr"] == [2], 60, interval=0.2, what=what)
+    finally:
+        follower.process.process.send_signal(signal.SIGCONT)
+
+
+def _assert_producer_id_from_a_block_of(zk: KazooClient, port: int, broker_id: int) -> None:
+    """A producer id asked of the broker on ``port`` comes from the block the controller
+    allocated to it last (AllocateProducerIds)."""
+    def producer_id() -> Any:  # COORDINATOR_LOAD_IN_PROGRESS while a Kafka broker asks for its block
+        found = inter_broker_request(port, INIT_PRODUCER_ID, 4,
+                                     {"transactional_id": None, "transaction_timeout_ms": 60_000})
+        return found if found.error_code == 0 else None
+    answer = wait_until(producer_id, 30, interval=0.2, what=f"a producer id from broker {broker_id}")
+    block = json.loads(zk.get(f"{CHROOT}/latest_producer_id_block")[0])
+    assert block["broker"] == broker_id, block
+    assert int(block["block_start"]) <= answer.producer_id <= int(block["block_end"]), (answer, block)
+
+
 def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_minikafka_controller(
         tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # Kafka 3.9 brokers (inter.broker.protocol.version 3.9) send AlterPartition and
@@ -161,23 +201,11 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
     for kafka_broker in (leader, follower):
         kafka_broker.settings["listeners"] += f",CONTROL://{HOST}:{control_ports[kafka_broker.broker_id]}"
         closing.append(kafka_broker.start())
-    admin = KafkaAdminClient(bootstrap_servers=leader.bootstrap)
-    try:
-        admin.create_topics([NewTopic("isr", replica_assignments={0: [2, 3]})])
-    finally:
-        admin.close()
     zk = KazooClient(hosts=zookeeper.connect)
     zk.start(timeout=10)
     try:
-        wait_until(lambda: any((d / "isr-0").is_dir() for d in follower.log_dirs), 60, interval=0.2,
-                   what="the follower's replica")
-        assert follower.process is not None
-        follower.process.process.send_signal(signal.SIGSTOP)  # the follower stops fetching
-        try:
-            wait_until(lambda: _state(zk, "isr", 0)["isr"] == [2], 60, interval=0.2,
-                       what="the Kafka leader's shrink of the ISR, through the minikafka controller")
-        finally:
-            follower.process.process.send_signal(signal.SIGCONT)
+        _pause_until_the_isr_shrinks(zk, leader.bootstrap, follower,
+                                     "the Kafka leader's shrink of the ISR, through the minikafka controller")
         try:
             wait_until(lambda: sorted(_state(zk, "isr", 0)["isr"]) == [2, 3], 60, interval=0.2,
                        what="the Kafka leader's expansion of the ISR")
@@ -195,14 +223,7 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
         assert producer.flush(60) == 0 and delivered == [None]
         # A producer id asked of the Kafka leader itself comes from a block that the minikafka
         # controller allocated to it (AllocateProducerIds).
-        def producer_id() -> Any:  # COORDINATOR_LOAD_IN_PROGRESS while Kafka asks for its block
-            found = inter_broker_request(leader.port, INIT_PRODUCER_ID, 4,
-                                         {"transactional_id": None, "transaction_timeout_ms": 60_000})
-            return found if found.error_code == 0 else None
-        answer = wait_until(producer_id, 30, interval=0.2, what="a producer id from the Kafka leader")
-        block = json.loads(zk.get(f"{CHROOT}/latest_producer_id_block")[0])
-        assert block["broker"] == 2, block
-        assert int(block["block_start"]) <= answer.producer_id <= int(block["block_end"]), (answer, block)
+        _assert_producer_id_from_a_block_of(zk, leader.port, 2)
 
         # A topic deleted while a Kafka broker holding a replica is down stays pending: a
         # ZooKeeper-mode Kafka broker deletes no log unless told to, so the minikafka controller
@@ -228,6 +249,35 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
         assert zk.exists(f"{CHROOT}/brokers/topics/doomed") is None
         assert not any((d / "doomed-0").is_dir() for d in follower.log_dirs), "the Kafka broker kept its log"
         assert "controller event failed" not in controller.stderr_text()
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_a_minikafka_leader_changes_isrs_and_gets_producer_ids_through_a_kafka_controller(
+        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+    # At the default inter.broker.protocol.version (3.9-IV0) a minikafka leader proposes its ISR
+    # changes to the Kafka controller (AlterPartition) and asks it for producer ids
+    # (AllocateProducerIds), as Kafka's brokers do, instead of writing ZooKeeper itself.
+    controller = KafkaZkBroker(tmp_path / "kafka1", 1, zookeeper)
+    closing.append(controller.start())
+    leader = minikafka_broker(tmp_path / "mini2", 2, zookeeper, **{
+        "minikafka.controller.eligible": "false", "replica.lag.time.max.ms": "5000"})
+    closing.append(leader.start())
+    follower = _kafka_follower(tmp_path, zookeeper, closing)
+    zk = KazooClient(hosts=zookeeper.connect)
+    zk.start(timeout=10)
+    try:
+        _pause_until_the_isr_shrinks(zk, controller.bootstrap, follower,
+                                     "the minikafka leader's shrink of the ISR, through the Kafka controller")
+        wait_until(lambda: sorted(_state(zk, "isr", 0)["isr"]) == [2, 3], 60, interval=0.2,
+                   what="the minikafka leader's expansion of the ISR")
+        assert _state(zk, "isr", 0)["leader"] == 2
+        assert leader.stderr_text().count("isr-0: in-sync replicas") >= 2
+        assert "recorded by the controller: " in leader.stderr_text()
+
+        _assert_producer_id_from_a_block_of(zk, leader.port, 2)
+        assert "the controller gave this broker producer ids" in leader.stderr_text()
     finally:
         zk.stop()
         zk.close()

@@ -1,15 +1,19 @@
 """Every client sees the cluster: three brokers, the controller, and each partition's leader,
 replicas and ISR; the ISR shrinks when a follower is paused (SIGSTOP) and grows back after it
-continues."""
+continues, each change proposed by the leader to the controller with AlterPartition (the default
+inter.broker.protocol.version, 3.9-IV0), and producer ids come from the controller
+(AllocateProducerIds)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import time
 
 from aiokafka.admin import AIOKafkaAdminClient
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
@@ -85,3 +89,21 @@ def test_isr_shrinks_when_a_follower_pauses_and_grows_back(cluster: Cluster) -> 
     wait_until(lambda: sorted(cluster.partitions(TOPIC)[0].isr_nodes) == sorted(cluster.brokers), 30, interval=0.1,
                what="the follower back in the ISR")
     assert shrunk_after > 0
+    # The leader proposed the follower's return to the controller, which wrote it (whichever
+    # broker it is). The shrink may be the controller's own, when the pause outlasted the session.
+    # (A just resumed broker may answer Metadata from before its pause: the log is the witness.)
+    def written() -> list[set[int]]:
+        controller_log = "".join(b.stderr_text(200_000) for b in cluster.brokers.values())
+        return [set(json.loads(isr)) for isr in re.findall(
+            rf"ISR of {TOPIC}-0 is now (\[[0-9, ]+\]) \(proposed by its leader, broker {leader}\)", controller_log)]
+    wait_until(lambda: set(cluster.brokers) in written(), 30, interval=0.2,
+               what="the controller writing the ISR the leader proposed")
+    assert f"{TOPIC}-0: in-sync replicas" in via.stderr_text(200_000)
+    assert "recorded by the controller: " in via.stderr_text(200_000)
+
+    # An idempotent producer's id comes from a block the controller handed out.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    producer.produce(TOPIC, b"v")
+    assert producer.flush(30) == 0
+    assert any("the controller gave this broker producer ids" in b.stderr_text(200_000)
+               for b in cluster.brokers.values())

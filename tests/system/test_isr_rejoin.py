@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from kazoo.client import KazooClient
 
@@ -45,6 +46,9 @@ def _produce(cluster: Cluster, count: int) -> None:
     assert producer.flush(30) == 0
 
 
+# Below 2.7-IV2 the leader writes its ISR changes to the state znode itself, as Kafka's leaders
+# did, and claims producer id blocks in /latest_producer_id_block itself, as before 3.0-IV0.
+@pytest.mark.cluster_settings(**{"inter.broker.protocol.version": "2.7-IV1"})
 def test_a_leader_ignores_a_take_over_state_older_than_its_own_isr_change(cluster: Cluster) -> None:
     cluster.create_topic(TOPIC, 1, 3, **{"min.insync.replicas": "2"})
     leader = cluster.leader(TOPIC, 0)
@@ -77,6 +81,10 @@ def test_a_leader_ignores_a_take_over_state_older_than_its_own_isr_change(cluste
                what=f"broker {follower} back in the ISR")
     _produce(cluster, 20)
     assert cluster.partitions(TOPIC)[0].leader_id == leader
+    logs = "".join(b.stderr_text(200_000) for b in cluster.brokers.values())
+    assert f"{TOPIC}-0: in-sync replicas [" in cluster.brokers[leader].stderr_text(200_000)
+    assert "proposed by its leader" not in logs and "recorded by the controller: " not in logs
+    assert "the controller gave this broker producer ids" not in logs
 
 
 def test_a_follower_back_from_a_pause_past_its_session_is_online_in_every_brokers_metadata(

@@ -1,6 +1,6 @@
-"""AllocateProducerIds (broker -> controller): a Kafka broker asks for a block of producer ids
-(Kafka brokers from inter.broker.protocol.version 3.0-IV0; minikafka's own brokers claim
-their blocks in ZooKeeper, as Kafka's did before)."""
+"""AllocateProducerIds (broker -> controller): a broker asks for a block of producer ids
+(Kafka's and minikafka's brokers from inter.broker.protocol.version 3.0-IV0; below it they
+claim their blocks in ZooKeeper themselves)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""AlterPartition (broker -> controller): a Kafka broker leading a partition proposes its new
-ISR (Kafka brokers from inter.broker.protocol.version 2.7-IV2; minikafka's own brokers write
-the state znode, as Kafka's did before)."""
+"""AlterPartition (broker -> controller): a broker leading a partition proposes its new ISR
+(Kafka's and minikafka's brokers from inter.broker.protocol.version 2.7-IV2; below it they
+write the state znode themselves)."""
 
 from __future__ import annotations
 
