@@ -56,8 +56,14 @@ class Cluster:
             self.brokers[broker_id] = broker
 
     def start(self) -> Cluster:
-        for broker in self.brokers.values():
-            broker.start()
+        try:
+            for broker in self.brokers.values():
+                broker.launch()
+            for broker in self.brokers.values():
+                broker.wait_ready(broker.ready_timeout)
+        except BaseException:
+            self.close()
+            raise
         wait_until(lambda: len(self.metadata().brokers) == len(self.brokers), 30, what="every broker in Metadata")
         return self
 
