@@ -352,6 +352,22 @@ class BrokerProcess:
             return ""
         return text[-tail_chars:]
 
+    def stderr_size(self) -> int:
+        """Where the broker's stderr ends now: a mark for ``stderr_since``."""
+        try:
+            return self.stderr_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def stderr_since(self, mark: int) -> str:
+        """What the broker wrote after ``mark`` (a test sharing a broker reads only its own part)."""
+        try:
+            with open(self.stderr_path, "rb") as stderr:
+                stderr.seek(mark)
+                return stderr.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def describe_failure(self, what: str) -> str:
         code = None if self.process is None else self.process.poll()
         return f"{what} (exit code {code}); broker stderr ({self.stderr_path}):\n{self.stderr_text()}"
