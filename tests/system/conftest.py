@@ -28,10 +28,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
 def _shares_the_module_cluster(request: pytest.FixtureRequest) -> bool:
     """The module asks for one cluster for all its tests (``pytestmark =
-    pytest.mark.shared_cluster(...)``) and this test asks for no settings of its own."""
+    pytest.mark.shared_cluster(...)``) and this test asks for no settings of its own, nor for a
+    cluster of its own (``@pytest.mark.own_cluster``)."""
     own = {m.name for m in request.node.own_markers}
     return request.node.get_closest_marker("shared_cluster") is not None and not own & {
-        "cluster_settings", "cluster_metrics"}
+        "cluster_settings", "cluster_metrics", "own_cluster"}
 
 
 @pytest.fixture(scope="module")
