@@ -251,6 +251,17 @@ class BrokerProcess:
         return dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
 
     def start(self) -> BrokerProcess:
+        self.launch()
+        try:
+            self.wait_ready(self.ready_timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def launch(self) -> BrokerProcess:
+        """Start the process without waiting for it to be ready (``wait_ready`` does): a cluster
+        launches its brokers together, so their interpreters start up side by side."""
         if self.is_running():
             raise RuntimeError("broker already running")
         self.starts += 1
@@ -263,11 +274,6 @@ class BrokerProcess:
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         _live_brokers.add(self)
-        try:
-            self.wait_ready(self.ready_timeout)
-        except BaseException:
-            self.close()
-            raise
         return self
 
     def wait_ready(self, timeout: float) -> None:
@@ -345,6 +351,22 @@ class BrokerProcess:
         except FileNotFoundError:
             return ""
         return text[-tail_chars:]
+
+    def stderr_size(self) -> int:
+        """Where the broker's stderr ends now: a mark for ``stderr_since``."""
+        try:
+            return self.stderr_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def stderr_since(self, mark: int) -> str:
+        """What the broker wrote after ``mark`` (a test sharing a broker reads only its own part)."""
+        try:
+            with open(self.stderr_path, "rb") as stderr:
+                stderr.seek(mark)
+                return stderr.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
 
     def describe_failure(self, what: str) -> str:
         code = None if self.process is None else self.process.poll()

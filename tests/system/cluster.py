@@ -56,8 +56,14 @@ class Cluster:
             self.brokers[broker_id] = broker
 
     def start(self) -> Cluster:
-        for broker in self.brokers.values():
-            broker.start()
+        try:
+            for broker in self.brokers.values():
+                broker.launch()
+            for broker in self.brokers.values():
+                broker.wait_ready(broker.ready_timeout)
+        except BaseException:
+            self.close()
+            raise
         wait_until(lambda: len(self.metadata().brokers) == len(self.brokers), 30, what="every broker in Metadata")
         return self
 
@@ -113,6 +119,25 @@ class Cluster:
         assert process is not None
         process.send_signal(signal.SIGCONT)
         self.paused.discard(broker_id)
+
+    def restore(self) -> Cluster:
+        """Every broker running, none paused, ZooKeeper answering and every broker in Metadata
+        again: what a test sharing the cluster of its module starts from, whatever the test
+        before it did (a broker it stopped and did not start, say)."""
+        self.zookeeper.resume()
+        if not self.zookeeper.answers() and self.zookeeper.process is None:
+            self.zookeeper.start()
+        for broker_id in list(self.paused):
+            self.resume(broker_id)
+        stopped = [b for b in self.brokers.values() if not b.is_running()]
+        for broker in stopped:
+            broker.process = None  # one that stopped on its own leaves its exit status behind
+            broker.launch()
+        for broker in stopped:
+            broker.wait_ready(broker.ready_timeout)
+        wait_until(lambda: all(len(self.metadata(via=b).brokers) == len(self.brokers) for b in self.brokers.values()),
+                   30, what="every broker in every broker's Metadata")
+        return self
 
     def stderr(self) -> str:
         return "\n".join(f"---- broker {i}\n{b.stderr_text(8000)}" for i, b in self.brokers.items())

@@ -26,8 +26,40 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.sections.append(("cluster brokers' stderr", cluster.stderr()))
 
 
+def _shares_the_module_cluster(request: pytest.FixtureRequest) -> bool:
+    """The module asks for one cluster for all its tests (``pytestmark =
+    pytest.mark.shared_cluster(...)``) and this test asks for no settings of its own, nor for a
+    cluster of its own (``@pytest.mark.own_cluster``)."""
+    own = {m.name for m in request.node.own_markers}
+    return request.node.get_closest_marker("shared_cluster") is not None and not own & {
+        "cluster_settings", "cluster_metrics", "own_cluster"}
+
+
+@pytest.fixture(scope="module")
+def module_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One ZooKeeper and three brokers for the tests of a module marked ``shared_cluster``:
+    starting them takes seconds a test need not pay again. The marker's keyword arguments are
+    broker settings (``metrics=True`` serves each broker's Prometheus endpoint)."""
+    marker = request.node.get_closest_marker("shared_cluster")
+    settings = dict(marker.kwargs) if marker else {}
+    metrics = bool(settings.pop("metrics", False))
+    root = tmp_path_factory.mktemp("cluster")
+    server = ZooKeeperProcess(root / "zookeeper")
+    made: Cluster | None = None
+    try:
+        made = Cluster(root, server.start(), overrides=settings, metrics=metrics)
+        yield made.start()
+    finally:
+        if made is not None:
+            made.close()
+        server.close()
+
+
 @pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
+def zookeeper(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZooKeeperProcess]:
+    if _shares_the_module_cluster(request):
+        yield request.getfixturevalue("module_cluster").zookeeper
+        return
     server = ZooKeeperProcess(tmp_path / "zookeeper")
     try:
         yield server.start()
@@ -39,7 +71,14 @@ def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
 def cluster(request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeperProcess) -> Iterator[Cluster]:
     """Three brokers, two log dirs each, started and all in Metadata. A test that needs other
     settings marks itself ``@pytest.mark.cluster_settings(key=value, ...)``; one that reads the
-    brokers' Prometheus endpoints marks itself ``@pytest.mark.cluster_metrics``."""
+    brokers' Prometheus endpoints marks itself ``@pytest.mark.cluster_metrics``. In a module
+    marked ``shared_cluster`` every other test gets the module's cluster, restored (every broker
+    running and registered), and must use topics of its own."""
+    if _shares_the_module_cluster(request):
+        shared: Cluster = request.getfixturevalue("module_cluster")
+        request.node.stash.setdefault(_CLUSTERS_KEY, []).append(shared)
+        yield shared.restore()
+        return
     marker = request.node.get_closest_marker("cluster_settings")
     made = Cluster(tmp_path, zookeeper, overrides=dict(marker.kwargs) if marker else None,
                    metrics=request.node.get_closest_marker("cluster_metrics") is not None)

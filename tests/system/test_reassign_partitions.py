@@ -1,7 +1,7 @@
 """``minikafka reassign-partitions`` on a real cluster (ZooKeeper and three brokers, two log dirs
 each): --execute with --progress moves replicas to other brokers and dirs while the data stays
 readable, --verify sees it done and removes the throttles, --list shows a reassignment held up by a
-stopped target and --cancel takes it back."""
+stopped target and --cancel takes it back. The tests share one cluster, each with topics of its own."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from tests.integration.broker_process import REPO_ROOT, wait_until
 from tests.system.cluster import Cluster
 from tests.system.load import read_all
 
+# A paused broker keeps its ZooKeeper session through the held-up reassignment's steps.
+pytestmark = pytest.mark.shared_cluster(**{"zookeeper.session.timeout.ms": "60000"})
 RECORDS_PER_PARTITION = 2000
 REPLICATION_THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
@@ -185,8 +187,6 @@ def test_throttles_are_set_for_the_move_and_removed_by_verify(cluster: Cluster, 
         assert config.get("replica.alter.log.dirs.io.max.bytes.per.second") != "60000000"
 
 
-# A paused broker keeps its ZooKeeper session through the test's steps.
-@pytest.mark.cluster_settings(**{"zookeeper.session.timeout.ms": "60000"})
 def test_a_held_up_reassignment_is_listed_and_cancelled(cluster: Cluster, tmp_path: Path) -> None:
     cluster.create_topic("stuck", 1, 1)
     _fill(cluster, "stuck", 1)

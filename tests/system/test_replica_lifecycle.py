@@ -8,6 +8,8 @@
   kept) until that broker returns and deletes its replicas, as Kafka's controller makes it wait;
   a topic re-created with the name then has a new topic id, none of the old data and none of the
   old configs.
+
+The tests share one cluster, each with topics of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tests.integration.broker_process import BrokerProcess, KafkaWire, wait_unti
 from tests.integration.disk_faults import replace_with_empty_dir
 from tests.system.cluster import Cluster
 
+pytestmark = pytest.mark.shared_cluster
 TOPIC = "ledger"
 
 
@@ -64,11 +67,11 @@ def _create(cluster: Cluster, topic: str, assignment: dict[int, list[int]], **co
     cluster.wait_for_leaders(topic, len(assignment), isr_size=len(next(iter(assignment.values()))))
 
 
-def _stays_offline(cluster: Cluster, via: BrokerProcess, seconds: float) -> None:
+def _stays_offline(cluster: Cluster, topic: str, via: BrokerProcess, seconds: float) -> None:
     """No leader throughout ``seconds``: no event marks an election that does not happen, so watch."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        assert cluster.partitions(TOPIC, via)[0].leader_id == -1
+        assert cluster.partitions(topic, via)[0].leader_id == -1
         time.sleep(0.1)
 
 
@@ -76,39 +79,41 @@ def _stays_offline(cluster: Cluster, via: BrokerProcess, seconds: float) -> None
 def test_the_last_in_sync_replica_with_its_disk_replaced_never_leads_an_empty_log(cluster: Cluster,
                                                                                    unclean: bool) -> None:
     # The controller stays up; the partition's two replicas are on the other brokers.
+    topic = f"{TOPIC}-{'unclean' if unclean else 'clean'}"
     controller = cluster.controller_id()
+    logged = cluster.brokers[controller].stderr_size()
     victim_id, other_id = [b for b in cluster.brokers if b != controller]
-    _create(cluster, TOPIC, {0: [victim_id, other_id]}, **{"min.insync.replicas": "1",
+    _create(cluster, topic, {0: [victim_id, other_id]}, **{"min.insync.replicas": "1",
                                                            "unclean.leader.election.enable": str(unclean).lower()})
     victim, other, watcher = cluster.brokers[victim_id], cluster.brokers[other_id], cluster.brokers[controller]
-    _produce(victim, TOPIC, 50, "acked")
+    _produce(victim, topic, 50, "acked")
     other.kill9()
-    wait_until(lambda: cluster.partitions(TOPIC, watcher)[0].isr_nodes == [victim_id], 30, interval=0.1,
+    wait_until(lambda: cluster.partitions(topic, watcher)[0].isr_nodes == [victim_id], 30, interval=0.1,
                what=f"broker {victim_id} the last in-sync replica")
     victim.kill9()
-    wait_until(lambda: cluster.partitions(TOPIC, watcher)[0].leader_id == -1, 30, interval=0.1,
+    wait_until(lambda: cluster.partitions(topic, watcher)[0].leader_id == -1, 30, interval=0.1,
                what="the partition offline")
-    disk = victim.partition_dirs()[f"{TOPIC}-0"]
+    disk = victim.partition_dirs()[f"{topic}-0"]
     replace_with_empty_dir(disk)  # a new disk: a new directory id, nothing on it
     victim.start()
     # It registers with the new dir, is told of the partition and re-creates its replica empty.
-    wait_until(lambda: f"{TOPIC}-0" in victim.partition_dirs(), 30, interval=0.1, what="the replica re-created")
+    wait_until(lambda: f"{topic}-0" in victim.partition_dirs(), 30, interval=0.1, what="the replica re-created")
     if unclean:
         # Only because the topic allows it, and said as such.
-        wait_until(lambda: cluster.partitions(TOPIC, watcher)[0].leader_id == victim_id, 30, interval=0.1,
+        wait_until(lambda: cluster.partitions(topic, watcher)[0].leader_id == victim_id, 30, interval=0.1,
                    what="an unclean election")
-        assert f"{TOPIC}-0: UNCLEAN leader election" in watcher.stderr_text()
+        assert f"{topic}-0: UNCLEAN leader election" in watcher.stderr_since(logged)
         assert f"broker {victim_id} leads, the live replica holding the most (broker {victim_id}: empty)" \
-            in watcher.stderr_text()
+            in watcher.stderr_since(logged)
         return
-    _stays_offline(cluster, watcher, 3)
-    assert cluster.partitions(TOPIC, watcher)[0].isr_nodes == []
-    assert f"no longer has the log dir recorded for its replicas of {TOPIC}-0" in watcher.stderr_text()
+    _stays_offline(cluster, topic, watcher, 3)
+    assert cluster.partitions(topic, watcher)[0].isr_nodes == []
+    assert f"no longer has the log dir recorded for its replicas of {topic}-0" in watcher.stderr_since(logged)
     # The other replica comes back, behind on nothing acknowledged but out of the ISR: still no
     # clean leader, so nothing that was acknowledged can be silently replaced by an empty log.
     other.start()
     wait_until(lambda: len(cluster.metadata(via=watcher).brokers) == 3, 30, what="every broker back")
-    _stays_offline(cluster, watcher, 3)
+    _stays_offline(cluster, topic, watcher, 3)
 
 
 def _topic_id(broker: BrokerProcess, topic: str) -> object:
@@ -134,6 +139,7 @@ def test_a_topic_deleted_while_a_broker_is_down_waits_for_that_broker(cluster: C
     delete): the topic leaves the metadata at once, but stays pending deletion, its znodes and
     its name kept, until the broker that was down has deleted its replicas."""
     controller = cluster.controller_id()
+    logged = cluster.brokers[controller].stderr_size()
     away_id = next(b for b in cluster.brokers if b != controller)
     away = cluster.brokers[away_id]
     live = [b for b in cluster.brokers if b != away_id]
@@ -159,9 +165,9 @@ def test_a_topic_deleted_while_a_broker_is_down_waits_for_that_broker(cluster: C
             assert _znodes(cluster, topic) == {f"/brokers/topics/{topic}", f"/config/topics/{topic}",
                                                f"/admin/delete_topics/{topic}"}
         wait_until(lambda: f"deletion of topic doomed waits for broker {away_id}, which is down"
-                   in cluster.brokers[controller].stderr_text(), 30, interval=0.1, what="the controller's warning")
+                   in cluster.brokers[controller].stderr_since(logged), 30, interval=0.1, what="the controller's warning")
         assert f"deletion of topic gone waits for broker {away_id}, which is down" \
-            in cluster.brokers[controller].stderr_text()
+            in cluster.brokers[controller].stderr_since(logged)
         with pytest.raises(TopicAlreadyExistsError, match="marked for deletion"):
             admin.create_topics([NewTopic("doomed", 1, 1)])
     finally:
