@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,14 @@ _mount_check: list[str | None] = []
 
 
 def replace_with_file(path: Path) -> None:
-    """Remove the dir (whatever is open in it stays open) and put a regular file in its place."""
-    shutil.rmtree(path)
+    """Remove the dir (whatever is open in it stays open) and put a regular file in its place.
+    The dir is moved aside first: a broker writing into it meanwhile made rmtree fail with
+    "Directory not empty"; what it still writes there is no longer the log dir's path. Its name
+    is one a broker deletes on sight (Kafka's for a deleted partition), should it be left over."""
+    aside = path.with_name(f"{path.name}.{uuid.uuid4().hex}-delete")
+    path.rename(aside)
     path.write_text("this used to be a log dir\n")
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def replace_with_empty_dir(path: Path) -> None:
