@@ -71,31 +71,45 @@ TOPIC = "orders"
 BROKERS = (1, 2, 3)
 
 
+@contextlib.contextmanager
+def phase(what: str) -> Iterator[None]:
+    """Prints how long a step took (where a slow run spends its time; never asserted)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        print(f"docker test: {what} {time.monotonic() - started:.1f}s", flush=True)
+
+
 @pytest.fixture(scope="module")
 def engine() -> Iterator[DockerEngine]:
     if (why := engine_unavailable()) is not None:
         pytest.skip(why)
     made = DockerEngine(Path(tempfile.mkdtemp(prefix="minikafka-docker-")))
     try:
-        made.start()
+        with phase("engine start"):
+            made.start()
     except EngineFailed as exc:
         made.close()
         pytest.skip(f"a Docker engine cannot start on this machine: {exc}")
     try:
         yield made
     finally:
-        made.close()
+        with phase("engine stop and removal"):
+            made.close()
 
 
 @pytest.fixture(scope="module")
 def image(engine: DockerEngine) -> Iterator[str]:
     """The broker image built from the Dockerfile on the stand-in base; prints how long that took."""
     started = time.monotonic()
-    engine.import_base_images()
+    with phase("base images imported"):
+        engine.import_base_images()
     build_args = ["--build-arg", f"BASE_IMAGE={PYTHON_BASE}"]
     if os.environ.get("PIP_CERT"):  # the machine reaches PyPI through a proxy with its own authority
         build_args += ["--build-arg", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
-    engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
+    with phase("broker image built"):
+        engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
     print(f"docker test: base images and broker image ready in {time.monotonic() - started:.0f}s"
           f" ({engine.storage_driver} storage)")
     yield IMAGE
@@ -113,8 +127,9 @@ class Compose:
         self.command = [binary] if binary else ["docker", "compose"]
 
     def __call__(self, *args: str, timeout: float = 600) -> str:
-        result = subprocess.run([*self.command, "-p", PROJECT, "-f", str(self.file), *args], env=self.env,
-                                capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+        with phase(f"compose {' '.join(args)}"):
+            result = subprocess.run([*self.command, "-p", PROJECT, "-f", str(self.file), *args], env=self.env,
+                                    capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
         assert result.returncode == 0, f"compose {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
         return result.stdout + result.stderr
 
@@ -180,8 +195,9 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
     try:
         compose("up", "-d", "--no-build")
         # Every broker healthy (its HEALTHCHECK: it answers ApiVersions), all three in Metadata.
-        wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
-                   interval=1, what="every broker container healthy")
+        with phase("every broker healthy"):
+            wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
+                       interval=1, what="every broker container healthy")
         wait_until(lambda: len(_metadata(ports[1][0]).brokers) == 3, 60, interval=0.5, what="three brokers")
         kcat = subprocess.run(["kcat", "-b", f"{HOST}:{ports[1][0]}", "-L"], capture_output=True, text=True,
                               timeout=30)
@@ -203,17 +219,23 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
                 ProducerRun("kafka-python", bootstrap, TOPIC, 3, pace_s=0.005).start()]
         consumer = ConsumerRun(bootstrap, TOPIC, 3).start()
         try:
-            wait_acked(runs, {}, timeout=120)
+            with phase("first acknowledgements"):
+                wait_acked(runs, {}, timeout=120)
             compose("stop", "broker-2")
-            wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
+            with phase("acknowledged without broker-2"):
+                wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
             compose("start", "broker-2")
-            wait_until(lambda: all(len(p.isr_nodes) == 3 for t in _metadata(ports[1][0], [TOPIC]).topics
-                                   for p in t.partitions), 120, interval=0.5, what="broker-2 back in every ISR")
-            wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
+            with phase("broker-2 back in every ISR"):
+                wait_until(lambda: all(len(p.isr_nodes) == 3 for t in _metadata(ports[1][0], [TOPIC]).topics
+                                       for p in t.partitions), 120, interval=0.5, what="broker-2 back in every ISR")
+            with phase("acknowledged with broker-2 back"):
+                wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
         finally:
-            for run in runs:
-                run.stop()
-        stored = read_all(bootstrap, TOPIC, 3)
+            with phase("producers stopped"):
+                for run in runs:
+                    run.stop()
+        with phase("every record read"):
+            stored = read_all(bootstrap, TOPIC, 3)
         assert_exactly_once(runs, stored)
         assert_consumed_once(consumer, stored)
     finally:
@@ -243,8 +265,9 @@ def test_secure_compose_cluster_takes_only_authenticated_authorized_clients(engi
     alice = confluent_sasl("SCRAM-SHA-256", "alice", "alice-secret", certs)
     try:
         compose("up", "-d", "--no-build")
-        wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
-                   interval=1, what="every broker container healthy")
+        with phase("every broker healthy"):
+            wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
+                       interval=1, what="every broker container healthy")
         admin = AdminClient({"bootstrap.servers": bootstrap, **admin_settings})
         wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, interval=0.5, what="three brokers")
         for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
@@ -269,8 +292,9 @@ def test_secure_compose_cluster_takes_only_authenticated_authorized_clients(engi
         acked += confluent_produce(bootstrap, TOPIC, [(b"k%d" % i, b"during %d" % i) for i in range(300, 600)],
                                    **alice)
         compose("start", "broker-2")
-        wait_until(lambda: all(len(p.isrs) == 3 for p in admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
-                               .partitions.values()), 120, interval=0.5, what="broker-2 back in every ISR")
+        with phase("broker-2 back in every ISR"):
+            wait_until(lambda: all(len(p.isrs) == 3 for p in admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+                                   .partitions.values()), 120, interval=0.5, what="broker-2 back in every ISR")
         read = kafka_python_consume(bootstrap, TOPIC, range(3), **kafka_python_sasl(
             "SCRAM-SHA-256", "alice", "alice-secret", certs))
         assert sorted((r.partition, r.offset) for r in read) == sorted(acked)
@@ -295,7 +319,8 @@ def test_embedded_compose_keeps_its_records_on_its_two_volumes(engine: DockerEng
     bootstrap = f"{HOST}:{port}"
     try:
         compose("up", "-d", "--no-build")
-        wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the broker healthy")
+        with phase("the broker healthy"):
+            wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the broker healthy")
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             admin.create_topics([NewTopic(TOPIC, 4, 1)])
@@ -315,7 +340,8 @@ def test_embedded_compose_keeps_its_records_on_its_two_volumes(engine: DockerEng
         compose("down")
         compose("up", "-d", "--no-build")
         assert _container(engine, "broker") != container
-        wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the new broker healthy")
+        with phase("the new broker healthy"):
+            wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the new broker healthy")
         assert_exactly_once([run], read_all(bootstrap, TOPIC, 4))
     finally:
         compose.down()
