@@ -111,7 +111,7 @@ def image(engine: DockerEngine) -> Iterator[str]:
     with phase("broker image built"):
         engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
     print(f"docker test: base images and broker image ready in {time.monotonic() - started:.0f}s"
-          f" ({engine.storage_driver} storage)")
+          f" ({engine.storage_driver} storage{' in memory' if engine.in_memory else ''})")
     yield IMAGE
 
 
