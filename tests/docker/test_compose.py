@@ -140,18 +140,31 @@ class Compose:
         is failing its failure names that dir; the last lines are printed too, for pytest to show."""
         failing = sys.exc_info()[1]
         with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
-            self.keep_logs()
-            print(self("logs", "--no-color", "--tail", "200", timeout=60))
+            print(self.keep_logs())
         if failing is not None:
             failing.add_note(f"every service's docker logs are kept in {self.logs_dir}")
         self("down", "-v", "--remove-orphans")
-
-    def keep_logs(self) -> None:
-        self.logs_dir.mkdir(exist_ok=True)
-        for service in self("config", "--services", timeout=60).split():
-            (self.logs_dir / f"{service}.log").write_text(self("logs", "--no-color", service, timeout=120))
         assert self.engine.run("ps", "-aq").stdout.strip() == "", "containers left behind"
         assert self.engine.run("volume", "ls", "-q").stdout.strip() == "", "volumes left behind"
+
+    def keep_logs(self, tail: int = 200) -> str:
+        """Writes each service's log to ``logs_dir``; returns the last ``tail`` lines of each. Read
+        with the docker CLI straight from the project's containers (found by compose's labels):
+        one docker-compose command per service took about 3 s, the docker CLI a fraction of one."""
+        self.logs_dir.mkdir(exist_ok=True)
+        listing = self.engine.run("ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
+                                  "--format", '{{.Label "com.docker.compose.service"}} {{.ID}}').stdout
+        logs: dict[str, str] = {}
+        for service, container in (line.split() for line in listing.splitlines()):
+            # One pipe for both streams keeps the container's lines in the order it wrote them.
+            read = subprocess.run(["docker", "logs", container], env=self.engine.env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, errors="replace", timeout=120)
+            logs[service] = logs.get(service, "") + read.stdout
+        tails = []
+        for service, text in sorted(logs.items()):
+            (self.logs_dir / f"{service}.log").write_text(text)
+            tails += [f"--- {service}, last {tail} lines:", *text.splitlines()[-tail:]]
+        return "\n".join(tails)
 
 
 def host_network_compose(tmp: Path, file: str, zookeeper_port: int = 0,
