@@ -22,6 +22,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 CACHE_DIR = Path(os.environ.get("MINIKAFKA_TEST_CACHE", "/var/cache/minikafka-tests"))
@@ -87,17 +88,29 @@ class DockerEngine:
                                  f"{result.stderr}")
         return result
 
-    def import_base_images(self) -> None:
-        """The two stand-in base images, made once per cache dir."""
+    @contextlib.contextmanager
+    def importing_base_images(self, first: str) -> Iterator[None]:
+        """The two stand-in base images (made once per cache dir): ``first`` is imported on entry,
+        the other while the ``with`` block runs (the broker image's build needs only the Python
+        one), and has been imported, or has failed, on exit."""
         wanted = {PYTHON_BASE: ["python3", "python3-venv"], ZOOKEEPER_BASE: ["zookeeper"]}
         tars = {name: CACHE_DIR / (name.replace(":", "-").replace("/", "-") + ".tar") for name in wanted}
         missing = [name for name, tar in tars.items() if not tar.exists()]
         # Both at once: most of the time is spent waiting for the mirror.
         for build in [_Debootstrap(wanted[name], tars[name]) for name in missing]:
             build.finish()
-        for name, tar in tars.items():
-            with open(tar, "rb") as data:
-                self.run("import", "-", name, stdin=data)
+        with open(tars[first], "rb") as data:
+            self.run("import", "-", first, stdin=data)
+        (other,) = (name for name in tars if name != first)
+        with open(tars[other], "rb") as data:
+            importing = subprocess.Popen(["docker", "import", "-", other], env=self.env, stdin=data,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                yield
+            finally:
+                output, _ = importing.communicate(timeout=900)
+        if importing.returncode != 0:
+            raise AssertionError(f"docker import of {other} failed ({importing.returncode}):\n{output}")
 
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -103,12 +103,10 @@ def engine() -> Iterator[DockerEngine]:
 def image(engine: DockerEngine) -> Iterator[str]:
     """The broker image built from the Dockerfile on the stand-in base; prints how long that took."""
     started = time.monotonic()
-    with phase("base images imported"):
-        engine.import_base_images()
     build_args = ["--build-arg", f"BASE_IMAGE={PYTHON_BASE}"]
     if os.environ.get("PIP_CERT"):  # the machine reaches PyPI through a proxy with its own authority
         build_args += ["--build-arg", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
-    with phase("broker image built"):
+    with engine.importing_base_images(first=PYTHON_BASE), phase("broker image built"):
         engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
     print(f"docker test: base images and broker image ready in {time.monotonic() - started:.0f}s"
           f" ({engine.storage_driver} storage{' in memory' if engine.in_memory else ''})")
