@@ -71,33 +71,45 @@ TOPIC = "orders"
 BROKERS = (1, 2, 3)
 
 
+@contextlib.contextmanager
+def phase(what: str) -> Iterator[None]:
+    """Prints how long a step took (where a slow run spends its time; never asserted)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        print(f"docker test: {what} {time.monotonic() - started:.1f}s", flush=True)
+
+
 @pytest.fixture(scope="module")
 def engine() -> Iterator[DockerEngine]:
     if (why := engine_unavailable()) is not None:
         pytest.skip(why)
     made = DockerEngine(Path(tempfile.mkdtemp(prefix="minikafka-docker-")))
     try:
-        made.start()
+        with phase("engine start"):
+            made.start()
     except EngineFailed as exc:
         made.close()
         pytest.skip(f"a Docker engine cannot start on this machine: {exc}")
     try:
         yield made
     finally:
-        made.close()
+        with phase("engine stop and removal"):
+            made.close()
 
 
 @pytest.fixture(scope="module")
 def image(engine: DockerEngine) -> Iterator[str]:
     """The broker image built from the Dockerfile on the stand-in base; prints how long that took."""
     started = time.monotonic()
-    engine.import_base_images()
     build_args = ["--build-arg", f"BASE_IMAGE={PYTHON_BASE}"]
     if os.environ.get("PIP_CERT"):  # the machine reaches PyPI through a proxy with its own authority
         build_args += ["--build-arg", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
-    engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
+    with engine.importing_base_images(first=PYTHON_BASE), phase("broker image built"):
+        engine.run("build", "--network", "host", *build_args, "-t", IMAGE, str(REPO_ROOT))
     print(f"docker test: base images and broker image ready in {time.monotonic() - started:.0f}s"
-          f" ({engine.storage_driver} storage)")
+          f" ({engine.storage_driver} storage{' in memory' if engine.in_memory else ''})")
     yield IMAGE
 
 
@@ -113,8 +125,9 @@ class Compose:
         self.command = [binary] if binary else ["docker", "compose"]
 
     def __call__(self, *args: str, timeout: float = 600) -> str:
-        result = subprocess.run([*self.command, "-p", PROJECT, "-f", str(self.file), *args], env=self.env,
-                                capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+        with phase(f"compose {' '.join(args)}"):
+            result = subprocess.run([*self.command, "-p", PROJECT, "-f", str(self.file), *args], env=self.env,
+                                    capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
         assert result.returncode == 0, f"compose {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
         return result.stdout + result.stderr
 
@@ -125,18 +138,31 @@ class Compose:
         is failing its failure names that dir; the last lines are printed too, for pytest to show."""
         failing = sys.exc_info()[1]
         with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
-            self.keep_logs()
-            print(self("logs", "--no-color", "--tail", "200", timeout=60))
+            print(self.keep_logs())
         if failing is not None:
             failing.add_note(f"every service's docker logs are kept in {self.logs_dir}")
         self("down", "-v", "--remove-orphans")
-
-    def keep_logs(self) -> None:
-        self.logs_dir.mkdir(exist_ok=True)
-        for service in self("config", "--services", timeout=60).split():
-            (self.logs_dir / f"{service}.log").write_text(self("logs", "--no-color", service, timeout=120))
         assert self.engine.run("ps", "-aq").stdout.strip() == "", "containers left behind"
         assert self.engine.run("volume", "ls", "-q").stdout.strip() == "", "volumes left behind"
+
+    def keep_logs(self, tail: int = 200) -> str:
+        """Writes each service's log to ``logs_dir``; returns the last ``tail`` lines of each. Read
+        with the docker CLI straight from the project's containers (found by compose's labels):
+        one docker-compose command per service took about 3 s, the docker CLI a fraction of one."""
+        self.logs_dir.mkdir(exist_ok=True)
+        listing = self.engine.run("ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
+                                  "--format", '{{.Label "com.docker.compose.service"}} {{.ID}}').stdout
+        logs: dict[str, str] = {}
+        for service, container in (line.split() for line in listing.splitlines()):
+            # One pipe for both streams keeps the container's lines in the order it wrote them.
+            read = subprocess.run(["docker", "logs", container], env=self.engine.env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, errors="replace", timeout=120)
+            logs[service] = logs.get(service, "") + read.stdout
+        tails = []
+        for service, text in sorted(logs.items()):
+            (self.logs_dir / f"{service}.log").write_text(text)
+            tails += [f"--- {service}, last {tail} lines:", *text.splitlines()[-tail:]]
+        return "\n".join(tails)
 
 
 def host_network_compose(tmp: Path, file: str, zookeeper_port: int = 0,
@@ -154,12 +180,16 @@ def host_network_compose(tmp: Path, file: str, zookeeper_port: int = 0,
             (tmp / "zookeeper").mkdir()
             (tmp / "zookeeper" / "zoo.cfg").write_text(
                 f"tickTime=200\ninitLimit=10\nsyncLimit=5\ndataDir=/tmp/zookeeper-data\n"
-                f"clientPort={zookeeper_port}\nclientPortAddress={HOST}\nadmin.enableServer=false\n")
+                f"clientPort={zookeeper_port}\nclientPortAddress={HOST}\nadmin.enableServer=false\n"
+                f"4lw.commands.whitelist=srvr\n")
+            # What `zkServer.sh status` asks (srvr: serving, standalone), asked by bash itself: the
+            # script starts a JVM for it, a CPU-second every check on this 2-core machine.
+            srvr = f"exec 3<>/dev/tcp/{HOST}/{zookeeper_port} && echo srvr >&3 && grep -q '^Mode: standalone' <&3"
             service.update({
                 "image": ZOOKEEPER_BASE, "volumes": [f"{tmp / 'zookeeper'}:/cfg:ro"],
                 "command": ["/usr/share/zookeeper/bin/zkServer.sh", "start-foreground", "/cfg/zoo.cfg"],
-                "healthcheck": {"test": ["CMD", "/usr/share/zookeeper/bin/zkServer.sh", "status", "/cfg/zoo.cfg"],
-                                "interval": "2s", "timeout": "10s", "retries": 60}})
+                "healthcheck": {"test": ["CMD", "bash", "-c", srvr], "interval": "1s", "timeout": "10s",
+                                "retries": 120}})
     path = tmp / f"{Path(file).stem}.host-network.json"
     path.write_text(json.dumps(document, indent=1))
     return path
@@ -180,8 +210,9 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
     try:
         compose("up", "-d", "--no-build")
         # Every broker healthy (its HEALTHCHECK: it answers ApiVersions), all three in Metadata.
-        wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
-                   interval=1, what="every broker container healthy")
+        with phase("every broker healthy"):
+            wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
+                       interval=1, what="every broker container healthy")
         wait_until(lambda: len(_metadata(ports[1][0]).brokers) == 3, 60, interval=0.5, what="three brokers")
         kcat = subprocess.run(["kcat", "-b", f"{HOST}:{ports[1][0]}", "-L"], capture_output=True, text=True,
                               timeout=30)
@@ -203,17 +234,23 @@ def test_compose_cluster_keeps_every_acknowledged_record_when_a_broker_stops(eng
                 ProducerRun("kafka-python", bootstrap, TOPIC, 3, pace_s=0.005).start()]
         consumer = ConsumerRun(bootstrap, TOPIC, 3).start()
         try:
-            wait_acked(runs, {}, timeout=120)
+            with phase("first acknowledgements"):
+                wait_acked(runs, {}, timeout=120)
             compose("stop", "broker-2")
-            wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
+            with phase("acknowledged without broker-2"):
+                wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
             compose("start", "broker-2")
-            wait_until(lambda: all(len(p.isr_nodes) == 3 for t in _metadata(ports[1][0], [TOPIC]).topics
-                                   for p in t.partitions), 120, interval=0.5, what="broker-2 back in every ISR")
-            wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
+            with phase("broker-2 back in every ISR"):
+                wait_until(lambda: all(len(p.isr_nodes) == 3 for t in _metadata(ports[1][0], [TOPIC]).topics
+                                       for p in t.partitions), 120, interval=0.5, what="broker-2 back in every ISR")
+            with phase("acknowledged with broker-2 back"):
+                wait_acked(runs, {r.client: len(r.acked) for r in runs}, timeout=120)
         finally:
-            for run in runs:
-                run.stop()
-        stored = read_all(bootstrap, TOPIC, 3)
+            with phase("producers stopped"):
+                for run in runs:
+                    run.stop()
+        with phase("every record read"):
+            stored = read_all(bootstrap, TOPIC, 3)
         assert_exactly_once(runs, stored)
         assert_consumed_once(consumer, stored)
     finally:
@@ -243,8 +280,9 @@ def test_secure_compose_cluster_takes_only_authenticated_authorized_clients(engi
     alice = confluent_sasl("SCRAM-SHA-256", "alice", "alice-secret", certs)
     try:
         compose("up", "-d", "--no-build")
-        wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
-                   interval=1, what="every broker container healthy")
+        with phase("every broker healthy"):
+            wait_until(lambda: all(_health(engine, f"broker-{b}") == "healthy" for b in BROKERS), 180,
+                       interval=1, what="every broker container healthy")
         admin = AdminClient({"bootstrap.servers": bootstrap, **admin_settings})
         wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, interval=0.5, what="three brokers")
         for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
@@ -269,8 +307,9 @@ def test_secure_compose_cluster_takes_only_authenticated_authorized_clients(engi
         acked += confluent_produce(bootstrap, TOPIC, [(b"k%d" % i, b"during %d" % i) for i in range(300, 600)],
                                    **alice)
         compose("start", "broker-2")
-        wait_until(lambda: all(len(p.isrs) == 3 for p in admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
-                               .partitions.values()), 120, interval=0.5, what="broker-2 back in every ISR")
+        with phase("broker-2 back in every ISR"):
+            wait_until(lambda: all(len(p.isrs) == 3 for p in admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+                                   .partitions.values()), 120, interval=0.5, what="broker-2 back in every ISR")
         read = kafka_python_consume(bootstrap, TOPIC, range(3), **kafka_python_sasl(
             "SCRAM-SHA-256", "alice", "alice-secret", certs))
         assert sorted((r.partition, r.offset) for r in read) == sorted(acked)
@@ -295,7 +334,8 @@ def test_embedded_compose_keeps_its_records_on_its_two_volumes(engine: DockerEng
     bootstrap = f"{HOST}:{port}"
     try:
         compose("up", "-d", "--no-build")
-        wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the broker healthy")
+        with phase("the broker healthy"):
+            wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the broker healthy")
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             admin.create_topics([NewTopic(TOPIC, 4, 1)])
@@ -315,7 +355,8 @@ def test_embedded_compose_keeps_its_records_on_its_two_volumes(engine: DockerEng
         compose("down")
         compose("up", "-d", "--no-build")
         assert _container(engine, "broker") != container
-        wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the new broker healthy")
+        with phase("the new broker healthy"):
+            wait_until(lambda: _health(engine, "broker") == "healthy", 120, interval=1, what="the new broker healthy")
         assert_exactly_once([run], read_all(bootstrap, TOPIC, 4))
     finally:
         compose.down()
