@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import logging
 import os
 import signal
 import sys
 from importlib import metadata
+from typing import NoReturn
 
 from minikafka.config.broker import (
     DEFINITIONS,
@@ -109,6 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def run() -> NoReturn:
+    """The command's entry point: ``main``, then the process ends at once. Everything is closed
+    by then (a broker has stopped cleanly, its files synced and closed); the interpreter's own
+    teardown of some 300 modules would take another 0.3 to 1.5 s, which every restart of a broker
+    and every command in a script waits for."""
+    code = main()
+    # What Python runs at exit still runs (logging's flush, multiprocessing's release of the log
+    # cleaner's shared memory and semaphore); only the teardown of the modules is skipped.
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _version() -> str:
     try:
         return metadata.version("minikafka")
@@ -198,4 +214,4 @@ async def _serve(config: BrokerConfig) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
