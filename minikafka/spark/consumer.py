@@ -162,7 +162,10 @@ def _read(consumer: confluent_kafka.Consumer, schema: pa.Schema, r: OffsetRange,
     next_offset = start
     stalled_since = time.monotonic()
     while next_offset < end:
-        messages = consumer.consume(num_messages=ROWS_PER_BATCH, timeout=0.5)
+        # consume() waits out its whole timeout unless it fills num_messages: asking for no more
+        # than the range still holds lets it return as soon as the range is read, as Kafka's
+        # poll() returns as soon as it has records (offset gaps only fall back to the timeout).
+        messages = consumer.consume(num_messages=min(ROWS_PER_BATCH, end - next_offset), timeout=0.5)
         if not messages and time.monotonic() - stalled_since > poll_timeout_s:
             raise KafkaReadError(f"partition {r.name}: no records after offset {next_offset - 1} for "
                                  f"{poll_timeout_s * 1000:.0f} ms (kafkaConsumer.pollTimeoutMs), "

@@ -37,6 +37,10 @@ def spark() -> Iterator[SparkSession]:
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.python.worker.reuse": "true",
         "spark.jars": spark_connector().spark_jars,
+        # A test run's JVM is short-lived and shares two cores: the C1 compiler alone and the
+        # serial collector halve the CPU its start and first jobs take (C2's optimising
+        # compiles would pay off only in a long run), which is most of the session's start.
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     })
     session.sparkContext.setLogLevel("ERROR")
     try:

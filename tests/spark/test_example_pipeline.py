@@ -52,7 +52,7 @@ def test_window_counts_are_exact_across_a_stop_and_restart(spark: SparkSession, 
     create_topic(kafka.bootstrap, source, 3)
     create_topic(kafka.bootstrap, target, 1)
     early = _events(1500, first_minute=0, minutes=3, seed=1)
-    late = _events(1000, first_minute=3, minutes=2, seed=2)
+    late = _events(500, first_minute=3, minutes=2, seed=2)
     watermark_mover = {"user": "closer", "event_time": "2024-05-01T13:00:00Z", "amount": 0}
     checkpoint = str(tmp_path / "checkpoint")
 

@@ -149,7 +149,7 @@ def test_a_checkpointed_query_stopped_and_restarted_reads_the_same_through_both(
         spark: SparkSession, kafka: BrokerProcess, topic_name, tmp_path: Path):
     topic = topic_name()
     create_topic(kafka.bootstrap, topic, 3)
-    records = [(b"k%d" % i, b"record-%05d" % i) for i in range(900)]
+    records = [(b"k%d" % i, b"record-%05d" % i) for i in range(700)]
     placed = confluent_produce(kafka.bootstrap, topic, records[:600])
 
     def start(source: str, available_now: bool) -> StreamingQuery:

@@ -75,7 +75,8 @@ def test_stopped_mid_stream_and_restarted_from_checkpoint_loses_and_repeats_noth
         spark: SparkSession, kafka: BrokerProcess, topic_name, tmp_path: Path):
     topic = topic_name()
     create_topic(kafka.bootstrap, topic, 4)
-    produced = _produce_numbered(kafka, topic, 0, 6000)
+    # Eight batches' worth: the first run, stopped once it has done two, cannot have read them all.
+    produced = _produce_numbered(kafka, topic, 0, 3200)
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     def start(available_now: bool) -> StreamingQuery:
@@ -95,7 +96,7 @@ def test_stopped_mid_stream_and_restarted_from_checkpoint_loses_and_repeats_noth
     done_before = spark.read.parquet(str(output)).count()
     assert 0 < done_before < len(produced), "the first run was to stop mid-stream"
 
-    produced.update(_produce_numbered(kafka, topic, 6000, 1000))
+    produced.update(_produce_numbered(kafka, topic, 3200, 400))
     second = start(available_now=True)
     finish(second)
 
