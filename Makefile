@@ -64,14 +64,15 @@ lint: $(BIN)/.installed-test
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Two workers: most of a test's time is spent waiting on brokers, ZooKeeper and clients, so two
-# modules at once halve the wall time on this 2-core machine (a third worker saturates both cores:
-# no faster, and timing-bound tests start to fail). --dist loadscope keeps each module
+# Three workers: most of a test's time is spent waiting on brokers, ZooKeeper, JVMs and clients,
+# and with the modules compiled once (bytecode, below) and processes that end at once, a full run
+# uses about 28 CPU-minutes: three modules at once keep this 2-core machine busy without starving
+# the timing-bound tests. --dist loadscope keeps each module (all of tests/spark: tests/conftest.py)
 # on one worker, so its module-scoped brokers and clusters are started once; --no-loadscope-reorder
 # keeps the slow-first order of tests/conftest.py (xdist would otherwise start the modules with the
 # most tests, the quick unit ones, and leave a long module to run alone at the end).
 test: $(BIN)/.installed-test system-deps kafka-jars lint bytecode
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=25 tests
+	$(BIN)/pytest -q -p no:cacheprovider -n 3 --dist loadscope --no-loadscope-reorder --durations=25 tests
 
 # The tests start hundreds of broker and CLI processes, each importing the project's ~300
 # modules: compiled once here, none of them compiles them again (where PYTHONDONTWRITEBYTECODE is

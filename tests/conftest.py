@@ -28,7 +28,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 # The kinds of test whose modules each take minutes (Spark, Docker, a cluster, JVMs) run first,
-# the many quick unit modules last: make test runs modules on two workers, and a long module
+# the many quick unit modules last: make test runs modules on three workers, and a long module
 # picked up last would leave one worker busy alone at the end. Spark's modules form one unit of
 # work (below), the longest, so it goes first.
 _SLOW_FIRST = ("tests/spark/", "tests/docker/", "tests/interop/", "tests/system/", "tests/integration/")
