@@ -2,7 +2,7 @@
 
 Kafka's ZooKeeper-mode brokers pick, from this one setting, the versions of the requests they
 send each other (the controller's LeaderAndIsr, UpdateMetadata and StopReplica; the follower's
-Fetch, OffsetForLeaderEpoch and ListOffsets) and whether a partition leader proposes ISR
+Fetch and OffsetForLeaderEpoch; minikafka's brokers send no ListOffsets to each other) and whether a partition leader proposes ISR
 changes to the controller (AlterPartition, 2.7-IV2) and a broker asks it for producer ids
 (AllocateProducerIds, 3.0-IV0). During a rolling upgrade every broker stays at the old level
 until all run the new release, so that none sends a request another cannot read.
@@ -108,10 +108,6 @@ class InterBrokerProtocolVersion:
     def offset_for_leader_epoch_version(self) -> int:
         return self._version((("2.8-IV0", 4), ("2.3-IV1", 3), ("2.1-IV1", 2), ("2.0-IV0", 1)))
 
-    @property
-    def list_offsets_version(self) -> int:
-        return self._version((("3.9-IV0", 9), ("3.5-IV0", 8), ("3.0-IV1", 7), ("2.8-IV0", 6), ("2.2-IV1", 5),
-                              ("2.1-IV1", 4), ("2.0-IV1", 3), ("0.11.0-IV0", 2), ("0.10.1-IV2", 1)))
 
 
 @functools.cache

@@ -143,13 +143,10 @@ def _state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
     return dict(json.loads(data))
 
 
-def _kafka_follower(tmp_path: Path, zookeeper: ZooKeeperProcess,
-                    closing: list[KafkaZkBroker | BrokerProcess]) -> KafkaZkBroker:
+def _kafka_follower(tmp_path: Path, zookeeper: ZooKeeperProcess, **settings: str) -> KafkaZkBroker:
     # A session that outlives the pause of _pause_until_the_isr_shrinks: it only stops fetching,
     # it stays registered.
-    follower = KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"})
-    closing.append(follower.start())
-    return follower
+    return KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"}, **settings)
 
 
 def _pause_until_the_isr_shrinks(zk: KazooClient, bootstrap: str, follower: KafkaZkBroker, what: str) -> None:
@@ -196,8 +193,7 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
     controller.overrides["listeners"] += f",CONTROL://{HOST}:{control_ports[1]}"
     closing.append(controller.start())
     leader = KafkaZkBroker(tmp_path / "kafka2", 2, zookeeper, **control)
-    # A session that outlives the pause below: the follower only stops fetching, it stays registered.
-    follower = KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"}, **control)
+    follower = _kafka_follower(tmp_path, zookeeper, **control)
     for kafka_broker in (leader, follower):
         kafka_broker.settings["listeners"] += f",CONTROL://{HOST}:{control_ports[kafka_broker.broker_id]}"
         closing.append(kafka_broker.start())
@@ -264,7 +260,8 @@ def test_a_minikafka_leader_changes_isrs_and_gets_producer_ids_through_a_kafka_c
     leader = minikafka_broker(tmp_path / "mini2", 2, zookeeper, **{
         "minikafka.controller.eligible": "false", "replica.lag.time.max.ms": "5000"})
     closing.append(leader.start())
-    follower = _kafka_follower(tmp_path, zookeeper, closing)
+    follower = _kafka_follower(tmp_path, zookeeper)
+    closing.append(follower.start())
     zk = KazooClient(hosts=zookeeper.connect)
     zk.start(timeout=10)
     try:

@@ -17,7 +17,6 @@ from protocol.apis import (
     alter_partition,
     fetch,
     leader_and_isr,
-    list_offsets,
     offset_for_leader_epoch,
     stop_replica,
     update_metadata,
@@ -59,24 +58,24 @@ def test_a_bad_value_names_the_key_and_says_why(text: str, says: str) -> None:
 
 
 @pytest.mark.parametrize(("text", "versions"), [
-    # level: LeaderAndIsr, UpdateMetadata, StopReplica, Fetch, OffsetForLeaderEpoch, ListOffsets
-    ("2.7-IV1", (4, 6, 3, 12, 3, 5)),
-    ("2.8-IV0", (4, 6, 3, 12, 4, 6)),
-    ("2.8", (5, 7, 3, 12, 4, 6)),
-    ("3.0", (5, 7, 3, 12, 4, 7)),
-    ("3.1", (5, 7, 3, 13, 4, 7)),
-    ("3.3", (6, 7, 3, 13, 4, 7)),
-    ("3.4", (7, 8, 4, 13, 4, 7)),
-    ("3.5-IV0", (7, 8, 4, 14, 4, 8)),
-    ("3.5", (7, 8, 4, 15, 4, 8)),
-    ("3.7", (7, 8, 4, 16, 4, 8)),
-    ("3.8", (7, 8, 4, 16, 4, 8)),
-    ("3.9", (7, 8, 4, 17, 4, 9)),
+    # level: LeaderAndIsr, UpdateMetadata, StopReplica, Fetch, OffsetForLeaderEpoch
+    ("2.7-IV1", (4, 6, 3, 12, 3)),
+    ("2.8-IV0", (4, 6, 3, 12, 4)),
+    ("2.8", (5, 7, 3, 12, 4)),
+    ("3.0", (5, 7, 3, 12, 4)),
+    ("3.1", (5, 7, 3, 13, 4)),
+    ("3.3", (6, 7, 3, 13, 4)),
+    ("3.4", (7, 8, 4, 13, 4)),
+    ("3.5-IV0", (7, 8, 4, 14, 4)),
+    ("3.5", (7, 8, 4, 15, 4)),
+    ("3.7", (7, 8, 4, 16, 4)),
+    ("3.8", (7, 8, 4, 16, 4)),
+    ("3.9", (7, 8, 4, 17, 4)),
 ])
 def test_request_versions_follow_the_level(text: str, versions: tuple[int, ...]) -> None:
     level = parse_inter_broker_protocol_version(text)
     assert (level.leader_and_isr_version, level.update_metadata_version, level.stop_replica_version,
-            level.fetch_version, level.offset_for_leader_epoch_version, level.list_offsets_version) == versions
+            level.fetch_version, level.offset_for_leader_epoch_version) == versions
 
 
 def test_isr_changes_and_producer_ids_go_through_the_controller_from_kafkas_levels() -> None:
@@ -89,7 +88,7 @@ def test_every_supported_level_sends_versions_the_schemas_define() -> None:
     oldest = parse_level(OLDEST_SUPPORTED)
     apis = [(leader_and_isr, "leader_and_isr_version"), (update_metadata, "update_metadata_version"),
             (stop_replica, "stop_replica_version"), (fetch, "fetch_version"),
-            (offset_for_leader_epoch, "offset_for_leader_epoch_version"), (list_offsets, "list_offsets_version")]
+            (offset_for_leader_epoch, "offset_for_leader_epoch_version")]
     for level in (InterBrokerProtocolVersion(*found) for found in _LEVELS):
         if level < oldest:
             continue
