@@ -16,9 +16,14 @@ from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from confluent_kafka.admin import ConfigResource as Resource
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
-from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from kafka.protocol.admin import (
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 
-from tests.integration.broker_process import wait_until
+from tests.integration.broker_process import KafkaWire, wait_until
 from tests.system.cluster import Cluster
 
 pytestmark = pytest.mark.shared_cluster
@@ -64,29 +69,43 @@ def test_sigterm_moves_leadership_before_the_broker_stops(cluster: Cluster, logg
 
 
 def test_preferred_leaders_come_back_on_request(cluster: Cluster) -> None:
-    topic = "preferred"
-    cluster.create_topic(topic, PARTITIONS, 3)
-    preferred = {p: cluster.partitions(topic)[p].replica_nodes[0] for p in range(PARTITIONS)}
+    topic, partitions = "preferred", 2 * PARTITIONS
+    cluster.create_topic(topic, partitions, 3)
+    preferred = {p: cluster.partitions(topic)[p].replica_nodes[0] for p in range(partitions)}
     victim = preferred[0]
+    first, second = [p for p in range(partitions) if preferred[p] == victim]
     assert cluster.brokers[victim].stop() == 0
     cluster.brokers[victim].start()
-    cluster.wait_for_leaders(topic, PARTITIONS, isr_size=3)
-    assert cluster.leader(topic, 0) != victim, "leadership stays where it moved until an election"
+    cluster.wait_for_leaders(topic, partitions, isr_size=3)
+    assert cluster.leader(topic, first) != victim, "leadership stays where it moved until an election"
 
     admin = _admin(cluster)
     try:
-        admin.elect_leaders(0, {topic: [0]})
+        admin.elect_leaders(0, {topic: [first]})
     finally:
         admin.close()
-    wait_until(lambda: cluster.leader(topic, 0) == victim, 15, interval=0.1, what="the preferred leader back")
+    # As Kafka's, the broker asked (the controller, for kafka-python) answers once its own
+    # metadata shows the new leader: asked next, it already does.
+    controller = cluster.controller_id()
+    assert cluster.partitions(topic, via=cluster.brokers[controller])[first].leader_id == victim
+
+    # A broker that is not the controller forwards the election, and answers once it has heard
+    # of the new leader too.
+    (asked,) = [b for b in cluster.running() if b.broker_id not in (controller, victim)]
+    election = ElectLeadersRequest(election_type=0, timeout_ms=30_000, topic_partitions=[
+        ElectLeadersRequest.TopicPartitions(topic=topic, partitions=[second])])
+    with KafkaWire(asked.address) as wire:
+        answer = wire.request(election, 1, ElectLeadersResponse)
+        assert [p.error_code for r in answer.replica_election_results for p in r.partition_result] == [0]
+        assert wire.metadata([topic], version=8).topics[0].partitions[second].leader_id == victim
 
     confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = confluent.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+    futures = confluent.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(partitions)])
     results = futures.result(timeout=30)
     for tp, error in results.items():
         # Partitions already led by their preferred replica answer ELECTION_NOT_NEEDED.
         assert error is None or error.name() == "ELECTION_NOT_NEEDED", (tp, error)
-    wait_until(lambda: all(cluster.leader(topic, p) == preferred[p] for p in range(PARTITIONS)), 15, interval=0.1,
+    wait_until(lambda: all(cluster.leader(topic, p) == preferred[p] for p in range(partitions)), 15, interval=0.1,
                what="every preferred leader back")
 
 

@@ -2,7 +2,9 @@
 offline partitions a leader among their out-of-sync replicas, through any broker.
 
 The controller decides; a broker that is not the controller forwards the request to it on
-the inter-broker listener and relays its answer. The embedded broker is the only replica of
+the inter-broker listener and relays its answer. As Kafka's, the answer waits (up to the
+request's timeout) until this broker's metadata shows each elected leader, so a client that
+asks this broker next sees the election done. The embedded broker is the only replica of
 everything, so it answers itself: a partition it leads needs no election of either kind, and
 one it cannot lead (its dir failed) has no other replica to elect."""
 
@@ -40,9 +42,14 @@ async def handle(request: Request[ElectLeadersRequestView], ctx: BrokerContext) 
                          for topic, index in wanted})
     if controller.active:
         if election == UNCLEAN:
-            return _respond(await controller.elect_unclean(wanted))
-        return _respond(await controller.elect_preferred(wanted))
-    return await _forward(request, ctx, wanted)
+            results = await controller.elect_unclean(wanted)
+        else:
+            results = await controller.elect_preferred(wanted)
+        answer = _respond(results)
+    else:
+        answer = await _forward(request, ctx, wanted)
+    await _until_seen_here(answer, election, ctx, body.timeout_ms / 1000)
+    return answer
 
 
 def embedded_outcome(election: int, partition: PartitionMetadata | None) -> tuple[ErrorCode, str | None]:
@@ -54,6 +61,28 @@ def embedded_outcome(election: int, partition: PartitionMetadata | None) -> tupl
     if election == PREFERRED:
         return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "its only replica is offline"
     return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "its only replica is offline"
+
+
+async def _until_seen_here(answer: ElectLeadersResponse, election: int, ctx: BrokerContext, timeout_s: float
+                           ) -> None:
+    """Wait until this broker's metadata shows a leader for each partition elected in ``answer``
+    (its preferred replica, for a preferred election); those still not shown when the time is up
+    answer REQUEST_TIMED_OUT, as Kafka's do."""
+    elected = [(topic["topic"], partition) for topic in answer["replica_election_results"]
+               for partition in topic["partition_result"] if partition["error_code"] == ErrorCode.NONE]
+
+    def shown(topic: str, index: int) -> bool:
+        found = ctx.metadata.partition(topic, index)
+        if found is None or not found.available:
+            return False
+        return election == UNCLEAN or found.leader == found.replicas[0]
+
+    if elected and not await ctx.metadata.wait_until(lambda: all(shown(t, p["partition_id"]) for t, p in elected),
+                                                     timeout_s):
+        for topic, partition in elected:
+            if not shown(topic, partition["partition_id"]):
+                partition["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+                partition["error_message"] = "elected, but this broker has not heard of the new leader yet"
 
 
 def _answer(wanted: list[tuple[str, int]], outcome: tuple[ErrorCode, str | None]) -> ElectLeadersResponse:
