@@ -253,7 +253,8 @@ class Broker:
         self.membership.registration = dataclasses.replace(registration, log_dirs=self.dir_reports.log_dir_states())
         self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
         commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
-                                      self.membership.topic_configs, self.membership.forget_topic_configs)
+                                      self.membership.topic_configs, self.membership.forget_topic_configs,
+                                      self.membership.catch_up_configs)
         self.membership.on_quota_changed = self._quota_changed
         if isinstance(self.controller, ZkClusterAdmin):
             self.controller.producer_ids_from_controller = self.membership.allocate_producer_ids

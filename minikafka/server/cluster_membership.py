@@ -54,6 +54,7 @@ CONTROLLER_WATCH_S = 0.2  # how often an unanswered request looks whether the co
 # After the controller could not be reached or refused a whole request (NOT_CONTROLLER during an
 # election, a stale broker epoch before the new registration is seen): wait before asking again.
 CONTROLLER_RETRY_BACKOFF_S = 0.5
+CONFIG_CATCH_UP_S = 2.0  # the longest a LeaderAndIsr waits to read config changes first
 PRODUCER_ID_BLOCK_ATTEMPTS = 20
 
 
@@ -92,6 +93,7 @@ class ClusterMembership:
         self.controller = ZkController(config, zk, inter_broker_listener, security, control_plane_security)
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._seen_config_changes: set[str] = set()
+        self._config_changes_lock = asyncio.Lock()
         self._session_lost = False
         self._stopping = False
         # ISR changes waiting to be proposed to the controller (AlterPartition), and whether a
@@ -119,7 +121,7 @@ class ClusterMembership:
         log.info("registered broker %d in ZooKeeper (broker epoch %d)", self.broker_id, self.broker_epoch)
         self.zk.on_state(self._session_state)
         self.replica_manager.propose_isr = self.propose_isr
-        self._seen_config_changes = {name for name, _ in await self.zk.config_changes(self._config_changed)}
+        self._seen_config_changes = set(await self.zk.children("/config/changes", self._config_changed))
         await self._apply_broker_configs()
         self.controller.start()
         self._spawn(self._find_deleted_topics)
@@ -445,13 +447,26 @@ class ClusterMembership:
                         _described(exc))
             self.zk.after_reconnect(self._config_changed)
 
-    async def _apply_config_changes(self) -> None:
-        changes = await self.zk.config_changes(self._config_changed)
-        for name, entity in changes:
-            if name in self._seen_config_changes:
-                continue
-            await self._apply_config_change(entity)
-            self._seen_config_changes.add(name)
+    async def _apply_config_changes(self, watch: bool = True) -> None:
+        async with self._config_changes_lock:
+            changes = await self.zk.config_changes(self._config_changed if watch else None, self._seen_config_changes)
+            for name, entity in changes:
+                await self._apply_config_change(entity)
+                self._seen_config_changes.add(name)
+
+    async def catch_up_configs(self) -> None:
+        """Apply the config changes written so far, not waiting for their notification's watch.
+        The controller calls for a new replica after the configs that throttle its copy (the
+        reassignment tools write them first): read before the copy starts, a busy broker whose
+        watch is late does not copy unthrottled meanwhile. Bounded, and skipped without
+        ZooKeeper: a LeaderAndIsr is never held up by it."""
+        if not self.zk.connected:
+            return
+        try:
+            await asyncio.wait_for(self._apply_config_changes(watch=False), CONFIG_CATCH_UP_S)
+        except (TimeoutError, *ZOOKEEPER_UNAVAILABLE) as exc:
+            log.warning("could not read the latest config changes before following new replicas (%s); "
+                        "their throttles apply once the changes arrive", _described(exc))
 
     async def _apply_config_change(self, entity: str) -> None:
         kind, _, entity_name = entity.partition("/")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from minikafka.config.broker import BrokerConfig
@@ -40,7 +40,8 @@ class PartitionUpdate:
 class ControllerCommands:
     def __init__(self, config: BrokerConfig, leadership: Leadership, metadata: MetadataCache,
                  groups: GroupCoordinator, topic_configs: TopicConfigs,
-                 forget_topic_configs: Callable[[str], None]) -> None:
+                 forget_topic_configs: Callable[[str], None],
+                 catch_up_configs: Callable[[], Awaitable[None]]) -> None:
         self.broker_id = config.broker_id
         self.config = config
         self.leadership = leadership
@@ -49,6 +50,7 @@ class ControllerCommands:
         self.groups = groups
         self.topic_configs = topic_configs
         self.forget_topic_configs = forget_topic_configs
+        self.catch_up_configs = catch_up_configs
         self.controller_epoch = -1
         self.controller_id = -1
 
@@ -63,7 +65,15 @@ class ControllerCommands:
 
     async def leader_and_isr(self, commands: Sequence[PartitionCommand]) -> dict[TopicPartition, ErrorCode]:
         """Lead or follow each partition as told; per partition, NONE or why not."""
+        if any(self._new_replicas(command) for command in commands):
+            # A reassignment's copies start now; the throttles written for them come first.
+            await self.catch_up_configs()
         return await self.leadership.become_leader_or_follower(commands, self.topic_configs)
+
+    def _new_replicas(self, command: PartitionCommand) -> bool:
+        """Whether the command makes a replica here or gives the partition other replicas."""
+        partition = self.replica_manager.get_partition(command.topic, command.index)
+        return partition is None or partition.replicas != command.replicas
 
     def update_metadata(self, brokers: Sequence[BrokerInfo], controller_id: int,
                         partitions: Sequence[PartitionUpdate]) -> None:

@@ -25,7 +25,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -889,10 +889,14 @@ class KafkaZk:
         await self.create(f"/config/changes/{CONFIG_CHANGE_PREFIX}",
                           _json({"version": 2, "entity_path": f"{entity_type}/{name}"}), sequence=True)
 
-    async def config_changes(self, watch: Watch | None = None) -> list[tuple[str, str]]:
-        """(notification name, entity path such as "topics/orders") in order."""
+    async def config_changes(self, watch: Watch | None = None, seen: Collection[str] = ()
+                             ) -> list[tuple[str, str]]:
+        """(notification name, entity path such as "topics/orders") in order, of the
+        notifications not in ``seen``."""
         found = []
         for child in await self.children("/config/changes", watch):
+            if child in seen:
+                continue
             got = await self.get(f"/config/changes/{child}")
             if got is not None:
                 try:
