@@ -70,9 +70,16 @@ lint: $(BIN)/.installed-test
 # the timing-bound tests. --dist loadscope keeps each module (all of tests/spark: tests/conftest.py)
 # on one worker, so its module-scoped brokers and clusters are started once; --no-loadscope-reorder
 # keeps the slow-first order of tests/conftest.py (xdist would otherwise start the modules with the
-# most tests, the quick unit ones, and leave a long module to run alone at the end).
-test: $(BIN)/.installed-test system-deps kafka-jars lint bytecode
-	$(BIN)/pytest -q -p no:cacheprovider -n 3 --dist loadscope --no-loadscope-reorder --durations=25 tests
+# most tests, the quick unit ones, and leave a long module to run alone at the end). The linters
+# run beside the tests (half a minute of mypy on a fresh clone, while the first modules wait on
+# their JVMs and brokers), their report printed after the tests', and either failing fails the run.
+test: $(BIN)/.installed-test system-deps kafka-jars bytecode
+	@lint_log=$$(mktemp); \
+	$(MAKE) --no-print-directory lint >$$lint_log 2>&1 & lint=$$!; \
+	$(BIN)/pytest -q -p no:cacheprovider -n 3 --dist loadscope --no-loadscope-reorder --durations=25 tests; \
+	tests=$$?; wait $$lint; linted=$$?; \
+	echo "--- make lint ---"; cat $$lint_log; rm -f $$lint_log; \
+	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
 # The tests start hundreds of broker and CLI processes, each importing the project's ~300
 # modules: compiled once here, none of them compiles them again (where PYTHONDONTWRITEBYTECODE is
