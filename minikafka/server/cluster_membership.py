@@ -519,7 +519,7 @@ class ClusterMembership:
             try:
                 remaining = await self._ask_controller_to_shut_down()
             except ControllerRequestFailed as exc:
-                log.warning("controlled shutdown attempt %d of %d failed: %s", attempt, retries, exc)
+                log.warning("controlled shutdown request failed (attempt %d of %d): %s", attempt, retries, exc)
             else:
                 if remaining == 0:
                     log.info("controlled shutdown done: this broker leads no replicated partition any more")

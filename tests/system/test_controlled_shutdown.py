@@ -183,7 +183,7 @@ def test_a_controller_whose_zookeeper_stops_answering_still_stops(cluster: Clust
     _sigterm(controller)
     assert _stopped_within(controller, STOP_BOUND_S) == 0
     text = controller.stderr_since(mark)
-    assert "controlled shutdown attempt 1 of 3 failed" in text, text
+    assert "controlled shutdown request failed (attempt 1 of 3)" in text, text
     assert "stopping without a controlled shutdown" in text or "stopping anyway" in text, text
     assert "stopped cleanly" in text
 
