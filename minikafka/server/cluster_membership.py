@@ -558,7 +558,7 @@ class ClusterMembership:
                     raise ControllerRequestFailed(f"the controller (this broker) did not get to it within "
                                                   f"{CONTROLLER_REQUEST_TIMEOUT_S:.0f} s")
             remaining = asking.result()
-        except (ControllerRequestFailed, asyncio.CancelledError):
+        except ControllerRequestFailed:
             raise
         except Exception as exc:  # its ZooKeeper write failed (ConnectionLoss, a lost session)
             raise ControllerRequestFailed(_described(exc)) from None
