@@ -505,47 +505,69 @@ class ClusterMembership:
     # ---- clean shutdown ---------------------------------------------------------------------------
     async def controlled_shutdown(self) -> bool:
         """Ask the controller to move this broker's leaderships elsewhere before it stops; True
-        once it did (and took this broker out of the ISRs of the partitions it follows)."""
+        once it did (and took this broker out of the ISRs of the partitions it follows). Tried
+        controlled.shutdown.max.retries times, each attempt bounded, then the broker stops anyway,
+        as Kafka's does: a cluster stopped all at once must not keep its last broker waiting."""
         if not self.config["controlled.shutdown.enable"]:
-            return False
-        if not self.zk.connected:
-            log.warning("ZooKeeper is unreachable: no controller can move this broker's leaderships; "
-                        "stopping without a controlled shutdown")
             return False
         retries = self.config["controlled.shutdown.max.retries"]
         for attempt in range(1, retries + 1):
-            remaining = await self._ask_controller_to_shut_down()
-            if remaining == 0:
-                log.info("controlled shutdown done: this broker leads no replicated partition any more")
-                return True
-            if remaining is not None:
-                log.info("controlled shutdown: %d partition(s) still led here (no other in-sync replica)", remaining)
+            if not self.zk.connected:
+                log.warning("ZooKeeper is unreachable: no controller can move this broker's leaderships; "
+                            "stopping without a controlled shutdown")
+                return False
+            try:
+                remaining = await self._ask_controller_to_shut_down()
+            except ControllerRequestFailed as exc:
+                log.warning("controlled shutdown request failed (attempt %d of %d): %s", attempt, retries, exc)
+            else:
+                if remaining == 0:
+                    log.info("controlled shutdown done: this broker leads no replicated partition any more")
+                else:
+                    log.info("controlled shutdown: %d partition(s) still led here (no other in-sync replica)",
+                             remaining)
                 return True
             if attempt < retries:
                 await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
-        log.warning("controlled shutdown did not succeed after %d attempt(s); stopping anyway", retries)
+        log.warning("controlled shutdown did not succeed after %d attempt(s); stopping anyway: the other brokers "
+                    "elect new leaders for its partitions once its ZooKeeper session ends", retries)
         return False
 
-    async def _ask_controller_to_shut_down(self) -> int | None:
+    async def _ask_controller_to_shut_down(self) -> int:
+        """How many partitions this broker still leads once the controller moved what it could;
+        ControllerRequestFailed if it could not be asked, refused, or changed meanwhile."""
         if self.controller.active:
-            remaining = await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
-            return None if remaining is None else len(remaining)
-        address = self.controller_endpoint()
-        if address is None:
-            return None
-        client = BrokerClient(*address, client_id=f"broker-{self.broker_id}", security=self.security)
-        try:
-            response = await client.request(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
-                                            {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, 30.0)
-        except BrokerUnreachable as exc:
-            log.warning("controlled shutdown request failed: %s", exc)
-            return None
-        finally:
-            client.close()
-        if response.error_code != ErrorCode.NONE:
-            log.warning("controlled shutdown refused: %s", ErrorCode(response.error_code).name)
-            return None
+            return await self._ask_own_controller_to_shut_down()
+        response = await self._ask_controller(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
+                                              {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
         return len(response.remaining_partitions)
+
+    async def _ask_own_controller_to_shut_down(self) -> int:
+        """This broker is the controller: its controller moves the leaderships, in turn with its
+        other events. Bounded as a request to another controller is: an event waiting on a
+        ZooKeeper that stopped answering (its ensemble stopping too) holds every later one, so
+        the wait ends when this broker stops being the controller, or after the request timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONTROLLER_REQUEST_TIMEOUT_S
+        asking = asyncio.ensure_future(self.controller.controlled_shutdown(self.broker_id, self.broker_epoch))
+        try:
+            while not (await asyncio.wait({asking}, timeout=CONTROLLER_WATCH_S))[0]:
+                if not self.controller.active:
+                    raise ControllerRequestFailed("this broker stopped being the controller while it waited")
+                if loop.time() >= deadline:
+                    raise ControllerRequestFailed(f"the controller (this broker) did not get to it within "
+                                                  f"{CONTROLLER_REQUEST_TIMEOUT_S:.0f} s")
+            remaining = asking.result()
+        except ControllerRequestFailed:
+            raise
+        except Exception as exc:  # its ZooKeeper write failed (ConnectionLoss, a lost session)
+            raise ControllerRequestFailed(_described(exc)) from None
+        finally:
+            asking.cancel()
+            await asyncio.gather(asking, return_exceptions=True)
+        if remaining is None:
+            raise ControllerRequestFailed("refused: this broker's registration is not the one the controller knows")
+        return len(remaining)
 
     async def stop(self) -> None:
         self._stopping = True

@@ -46,8 +46,15 @@ def test_controller_requests_from_clients_or_old_controllers_change_nothing(clus
     on_client_listener = inter_broker_request(cluster.brokers[victim].port, LEADER_AND_ISR, 6, forged)
     assert on_client_listener.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     internal = cluster.internal_ports[victim]
-    wrong_broker_epoch = inter_broker_request(internal, LEADER_AND_ISR, 6, {**forged, "broker_epoch": broker_epoch + 1})
-    assert wrong_broker_epoch.error_code == ErrorCode.STALE_BROKER_EPOCH
+    older_broker_epoch = inter_broker_request(internal, LEADER_AND_ISR, 6, {**forged, "broker_epoch": broker_epoch - 1})
+    assert older_broker_epoch.error_code == ErrorCode.STALE_BROKER_EPOCH
+    # A newer broker epoch is this broker's next registration, which the controller can read
+    # before the broker's own write returns: accepted, as Kafka's brokers do (an empty request
+    # from the current controller, so nothing changes).
+    newer_broker_epoch = inter_broker_request(internal, LEADER_AND_ISR, 6, {
+        **_leader_and_isr(cluster.controller_id(), controller_epoch, broker_epoch + 1, topic_id, [1, 2, 3], victim),
+        "topic_states": []})
+    assert newer_broker_epoch.error_code == ErrorCode.NONE
     stale = inter_broker_request(internal, LEADER_AND_ISR, 6, {**forged, "controller_epoch": controller_epoch - 1})
     assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
     old_version = inter_broker_request(internal, LEADER_AND_ISR, 1, {
@@ -61,6 +68,7 @@ def test_controller_requests_from_clients_or_old_controllers_change_nothing(clus
         assert (after.leader_id, after.leader_epoch) == (before.leader_id, before.leader_epoch)
     text = cluster.brokers[victim].stderr_text()
     assert "refused LeaderAndIsr" in text and "on listener PLAINTEXT" in text
+    assert f"it was meant for broker epoch {broker_epoch - 1}, an earlier registration" in text
 
 
 def test_a_second_broker_with_a_registered_id_refuses_to_start(cluster: Cluster, tmp_path: Path) -> None:

@@ -6,11 +6,17 @@ stopping broker and takes it out of every ISR in one ZooKeeper transaction: a wr
 partition, one after another, took half a second for six partitions on a busy machine. A
 partition whose leader changed its ISR meanwhile is decided again on the state that won, so the
 stopping broker leaves that ISR too: left in it, acks=all there waits for a broker that is gone.
+
+Then real brokers (a three-broker Cluster on the same ZooKeeper) stopping with SIGTERM while what
+they would ask cannot answer: each attempt at a controlled shutdown is bounded, and after
+controlled.shutdown.max.retries the broker stops anyway, as Kafka's does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 
@@ -19,7 +25,8 @@ import pytest
 from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, state_path
 from protocol.errors import ErrorCode
-from tests.integration.broker_process import free_port
+from tests.integration.broker_process import BrokerProcess, free_port
+from tests.system.cluster import Cluster
 from tests.system.in_process import CONNECT_MS, controller_of, hold_events, until
 from tests.system.zookeeper import ZooKeeperProcess
 
@@ -123,3 +130,75 @@ async def test_leaderships_go_back_to_their_preferred_replicas_in_one_transactio
                 assert found is not None and found[0].leader == LEAVING
         finally:
             await returning.close()
+
+
+# How long a stopping broker may take here: a few seconds of work (its ZooKeeper session's end
+# included), far below the 30 s request timeout an unbounded or unwatched wait ran into.
+STOP_BOUND_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def stopping_cluster(shared_zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
+                     ) -> Iterator[Cluster]:
+    made = Cluster(tmp_path_factory.mktemp("stopping"), shared_zookeeper, chroot="/stopping")
+    try:
+        made.start()
+        made.create_topic("stopping", 3, 3)
+        yield made
+    finally:
+        shared_zookeeper.resume()
+        made.close()
+
+
+@pytest.fixture
+def cluster(stopping_cluster: Cluster) -> Iterator[Cluster]:
+    """The module's cluster, every broker running and the topic's ISRs full again."""
+    stopping_cluster.restore().wait_for_leaders("stopping", 3, isr_size=3)
+    yield stopping_cluster
+    stopping_cluster.zookeeper.resume()
+    for broker_id in list(stopping_cluster.paused):
+        stopping_cluster.resume(broker_id)
+
+
+def _stopped_within(broker: BrokerProcess, bound: float) -> int:
+    """The exit status of a broker sent SIGTERM, which must stop within ``bound`` seconds."""
+    assert broker.process is not None
+    try:
+        return broker.process.wait(bound)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(broker.describe_failure(f"still stopping {bound:.0f} s after SIGTERM")) from None
+
+
+def _sigterm(broker: BrokerProcess) -> None:
+    assert broker.process is not None
+    broker.process.send_signal(signal.SIGTERM)
+
+
+def test_a_controller_whose_zookeeper_stops_answering_still_stops(cluster: Cluster) -> None:
+    # The controller moves its own leaderships through its own event queue, whose events wait on
+    # ZooKeeper: with ZooKeeper gone quiet (its ensemble stopping too) that wait had no end.
+    controller = cluster.brokers[cluster.controller_id()]
+    mark = controller.stderr_size()
+    cluster.zookeeper.pause()
+    _sigterm(controller)
+    assert _stopped_within(controller, STOP_BOUND_S) == 0
+    text = controller.stderr_since(mark)
+    assert "controlled shutdown request failed (attempt 1 of 3)" in text, text
+    assert "stopping without a controlled shutdown" in text or "stopping anyway" in text, text
+    assert "stopped cleanly" in text
+
+
+def test_brokers_whose_controller_stopped_answering_stop_at_once(cluster: Cluster) -> None:
+    # Their ControlledShutdown waits on a paused controller; once its session expires one of them
+    # becomes the controller while stopping: the request out is given up then, not after 30 s.
+    controller_id = cluster.controller_id()
+    others = [cluster.brokers[b] for b in cluster.brokers if b != controller_id]
+    marks = [broker.stderr_size() for broker in others]
+    cluster.pause(controller_id)
+    for broker in others:
+        _sigterm(broker)
+    for broker in others:
+        assert _stopped_within(broker, STOP_BOUND_S) == 0
+    texts = [broker.stderr_since(mark) for broker, mark in zip(others, marks, strict=True)]
+    assert any("the controller changed while the request was out" in text for text in texts), texts
+    assert all("stopped cleanly" in text for text in texts), texts

@@ -3,7 +3,8 @@
 Not a handler: the shared gate of those three. They are accepted only by a cluster broker, on
 its control-plane listener when it has one (control.plane.listener.name, KIP-291), else on its
 inter-broker listener when that is a separate one, from the newest controller epoch it has
-heard, and addressed to this very registration of the broker (its broker epoch)."""
+heard, and addressed to this registration of the broker or the one it is completing (its broker
+epoch, not an earlier one)."""
 
 from __future__ import annotations
 
@@ -45,10 +46,18 @@ def refusal(api_key: int, ctx: BrokerContext, controller_id: int, controller_epo
                     "authenticate as super users)", type_name(api_key), ctx.client_host, ctx.session.principal)
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     # The broker epoch (the zxid of this broker's registration) is known only to the controller
-    # that read it from ZooKeeper: a request without it, or with another one, is not the controller's.
-    if broker_epoch != ctx.broker_epoch():
-        log.warning("refused %s of controller %d: it was meant for broker epoch %d, this one is %d",
-                    type_name(api_key), controller_id, broker_epoch, ctx.broker_epoch())
+    # that read it from ZooKeeper: a request without it is not the controller's, and one for an
+    # earlier registration is stale (meant for this broker before it restarted or lost its
+    # session). A newer one is this broker's own new registration, which the controller's watch
+    # can read before the broker's write returns (at startup, or registering again after its
+    # session expired): accepted, as Kafka's brokers do (KafkaApis.isBrokerEpochStale).
+    own_epoch = ctx.broker_epoch()
+    if broker_epoch < 0:
+        log.warning("refused %s of controller %d: it carries no broker epoch", type_name(api_key), controller_id)
+        return ErrorCode.STALE_BROKER_EPOCH
+    if broker_epoch < own_epoch:
+        log.warning("refused %s of controller %d: it was meant for broker epoch %d, an earlier registration of "
+                    "this broker (now %d)", type_name(api_key), controller_id, broker_epoch, own_epoch)
         return ErrorCode.STALE_BROKER_EPOCH
     error = ctx.commands.accept(controller_id, controller_epoch)
     return None if error == ErrorCode.NONE else error
