@@ -59,6 +59,7 @@ from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 from minikafka.storage.errors import (
     InconsistentMetadataError,
     KafkaStorageError,
+    LegacyMessageFormatError,
     LogDirLockedError,
     NoLiveLogDirError,
 )
@@ -114,7 +115,7 @@ class Broker:
                                       background=BackgroundIo(self.config["background.threads"]))
         try:
             self.log_manager.startup()
-        except (NoLiveLogDirError, InconsistentMetadataError, LogDirLockedError) as exc:
+        except (NoLiveLogDirError, InconsistentMetadataError, LegacyMessageFormatError, LogDirLockedError) as exc:
             raise BrokerStartupError(str(exc)) from None
         self.metadata = MetadataCache(cluster_id)
         self.replica_manager = ReplicaManager(

@@ -85,6 +85,12 @@ class InconsistentMetadataError(Exception):
     """A log dir belongs to another cluster or broker (meta.properties disagrees); fatal at startup."""
 
 
+class LegacyMessageFormatError(Exception):
+    """A segment holds messages in a format older than Kafka 0.11's record batches (magic 0 or
+    1), which minikafka does not read; fatal at startup, with nothing changed: a Kafka broker
+    being rolled to minikafka keeps its data, and can start again on it."""
+
+
 class LogDirLockedError(Exception):
     """Another process holds the .lock of a log dir; fatal at startup."""
 

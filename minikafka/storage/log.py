@@ -350,6 +350,8 @@ class Log:
             self.segments = [Segment.create(self.dir_path, start, self.guard, interval)]
         else:
             self.segments = [Segment.open(self.dir_path, base, self.guard, interval) for base in bases]
+            for segment in self.segments:
+                segment.refuse_legacy_format()
         self._bases = [segment.base_offset for segment in self.segments]
         if not clean:
             self._recover_from(recovery_point or 0)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
+import zlib
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from minikafka.storage.dir_io import DirGuard
+from minikafka.storage.errors import LegacyMessageFormatError
 from minikafka.storage.index import OffsetIndex, TimeIndex
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from protocol.record_codec import (
@@ -22,6 +25,7 @@ from protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     BatchHeader,
     CorruptRecordError,
     UnsupportedMagic,
@@ -46,6 +50,13 @@ _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 # How many recent batches the active segment remembers (two int64 each); a consumer lagging
 # further behind costs an index lookup plus a scan of at most one index interval of headers.
 _RECENT_BATCHES = 4096
+
+# A message of the formats before record batches (magic 0 and 1): offset, size, then a CRC-32
+# of the rest, from the magic byte on. Its smallest body: CRC, magic, attributes, the lengths of
+# a null key and value, and (magic 1) a timestamp.
+_LEGACY_HEAD = struct.Struct(">qiI")
+_LEGACY_MIN_SIZE = {0: 14, 1: 22}
+_LEGACY_PEEK = 64  # bytes read from a segment's start to tell its format
 
 # The batch timestamp type whose records all carry the batch's time (Kafka's numbering).
 LOG_APPEND_TIME = 1
@@ -130,8 +141,9 @@ class _BatchScan:
     ``error`` says why the walk stopped early (None if it reached ``limit``).
     """
 
-    def __init__(self, fd: int, start: int, limit: int, guard: DirGuard, validate: bool) -> None:
+    def __init__(self, fd: int, start: int, limit: int, guard: DirGuard, validate: bool, path: str) -> None:
         self.fd = fd
+        self.path = path
         self.start = start
         self.limit = limit
         self.guard = guard
@@ -148,9 +160,13 @@ class _BatchScan:
             if off + BATCH_HEADER_SIZE > len(chunk):
                 chunk = self._read(pos, _SCAN_CHUNK)
                 chunk_start, off = pos, 0
+                if len(chunk) > MAGIC_OFFSET and chunk[MAGIC_OFFSET] in _LEGACY_MIN_SIZE:
+                    self._refuse_legacy(chunk, pos)
                 if len(chunk) < BATCH_HEADER_SIZE:
                     self.error = f"torn batch header at position {pos}"
                     return
+            if chunk[off + MAGIC_OFFSET] in _LEGACY_MIN_SIZE:
+                self._refuse_legacy(chunk[off:], pos)
             header = parse_batch_header(chunk, off)
             end = pos + header.batch_length + LOG_OVERHEAD
             if header.batch_length < _MIN_BATCH_LENGTH or end > self.limit:
@@ -172,6 +188,26 @@ class _BatchScan:
             yield pos, header
             pos = end
 
+    def _refuse_legacy(self, data: bytes, pos: int) -> None:
+        """Raise LegacyMessageFormatError if a whole message of the legacy formats, its CRC
+        right, starts ``data`` (read at ``pos``). Anything else with magic 0 or 1 there (zeros
+        past a crash's torn write) is left to the corruption checks, which cut a torn tail:
+        legacy data must never be taken for one and cut away."""
+        if len(data) < _LEGACY_HEAD.size:
+            return
+        _, size, crc = _LEGACY_HEAD.unpack_from(data, 0)
+        magic = data[MAGIC_OFFSET]
+        end = LOG_OVERHEAD + size
+        if size < _LEGACY_MIN_SIZE[magic] or pos + end > self.limit:
+            return
+        if end > len(data):
+            data = self._read(pos, end)
+        if len(data) >= end and zlib.crc32(data[MAGIC_OFFSET:end]) == crc:
+            raise LegacyMessageFormatError(
+                f"{self.path} holds message format v{magic} (before Kafka 0.11) at position {pos}: minikafka reads only "
+                "record batches (v2); run this broker as Kafka until that data has expired or been "
+                "rewritten")
+
     def _read(self, pos: int, size: int) -> bytes:
         size = min(size, self.limit - pos)
         with self.guard:
@@ -186,7 +222,7 @@ def last_offset_in_file(path: str, guard: DirGuard) -> int:
         with guard:
             size = os.fstat(fd).st_size
         last = -1
-        for _, header in _BatchScan(fd, 0, size, guard, validate=False):
+        for _, header in _BatchScan(fd, 0, size, guard, validate=False, path=path):
             last = header.last_offset
         return last
     finally:
@@ -254,13 +290,24 @@ class Segment:
             segment.size = os.fstat(segment._log_fd).st_size
         return segment
 
+    def refuse_legacy_format(self) -> None:
+        """LegacyMessageFormatError if the segment starts with a message of the formats before
+        record batches: read at startup from every segment, whose older ones are otherwise
+        read only when a consumer asks for them."""
+        if self.size > MAGIC_OFFSET:
+            with self.guard:
+                start = os.pread(self._log_fd, _LEGACY_PEEK, 0)
+            if start[MAGIC_OFFSET] in _LEGACY_MIN_SIZE:
+                _BatchScan(self._log_fd, 0, self.size, self.guard, False, self.log_path)._refuse_legacy(start, 0)
+
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
         if not self.offset_index.load(self.size):
             self._rebuild(validate=False)
             return
-        scan = _BatchScan(self._log_fd, self.offset_index.last_position(), self.size, self.guard, False)
+        scan = _BatchScan(self._log_fd, self.offset_index.last_position(), self.size, self.guard, False,
+                          self.log_path)
         tail = list(scan)
         if scan.error is not None:
             # A segment believed clean holds a broken batch: treat it like a crash tail.
@@ -313,7 +360,7 @@ class Segment:
 
         Returns the number of bytes cut off.
         """
-        scan = _BatchScan(self._log_fd, 0, self.size, self.guard, validate)
+        scan = _BatchScan(self._log_fd, 0, self.size, self.guard, validate, self.log_path)
         index_offsets: list[int] = []
         index_positions: list[int] = []
         time_stamps: list[int] = []
@@ -448,7 +495,7 @@ class Segment:
     # ---- lookups -------------------------------------------------------------------------
 
     def _scan_from(self, position: int, validate: bool = False) -> _BatchScan:
-        return _BatchScan(self._log_fd, position, self.size, self.guard, validate)
+        return _BatchScan(self._log_fd, position, self.size, self.guard, validate, self.log_path)
 
     def find(self, offset: int) -> int | None:
         """Position of the first batch whose last offset is >= ``offset``; None if past the end."""

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from tests.integration import disk_faults
 from tests.integration.broker_process import BrokerProcess, wait_until
@@ -124,3 +125,29 @@ def test_a5_refuses_to_start_only_when_every_dir_is_bad(tmp_path: Path, made_bro
     disk_faults.replace_with_empty_dir(second)
     broker.start()
     assert disk_faults.offline_counts(broker)[0] == 1.0
+
+
+def test_segments_of_kafka_before_0_11_are_refused_at_startup_and_kept(tmp_path: Path,
+                                                                       made_brokers: list[BrokerProcess]) -> None:
+    """A Kafka broker's dirs may hold messages older than record batches (magic 0 and 1): the
+    broker says so and stops, and leaves them for a Kafka broker to start on again."""
+    broker = BrokerProcess(tmp_path / "broker")
+    made_brokers.append(broker)
+    broker.start()
+    create_topic(broker.bootstrap, TOPIC, 1)
+    assert broker.stop() == 0
+    (segment,) = [Path(d) / f"{TOPIC}-0" / "00000000000000000000.log" for d in broker.log_dirs
+                  if (Path(d) / f"{TOPIC}-0").is_dir()]
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    for offset in range(3):
+        builder.append(offset, timestamp=1_000 + offset, key=None, value=b"written by Kafka 0.10")
+    legacy = bytes(builder.build())
+    segment.write_bytes(legacy)
+
+    result = subprocess.run(broker.command(), cwd=broker.root, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode != 0, result
+    refusal = [line for line in result.stderr.splitlines() if "cannot start" in line]
+    assert len(refusal) == 1 and f"{segment} holds message format v1" in refusal[0], result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert segment.read_bytes() == legacy
