@@ -72,27 +72,33 @@ def module_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
         server.close()
 
 
-def _shares_the_module_zookeeper(request: pytest.FixtureRequest) -> bool:
-    return request.node.get_closest_marker("shared_zookeeper") is not None
+def _module_zookeeper(request: pytest.FixtureRequest) -> ZooKeeperProcess | None:
+    """The ZooKeeper this test shares with the rest of its module, if it shares one: the module's
+    cluster's (a test with a cluster of its own there too), or the module's own (marker
+    ``shared_zookeeper``)."""
+    if request.node.get_closest_marker("shared_cluster") is not None:
+        return request.getfixturevalue("module_cluster").zookeeper
+    if request.node.get_closest_marker("shared_zookeeper") is not None:
+        return request.getfixturevalue("module_zookeeper")
+    return None
 
 
 @pytest.fixture
 def chroot(request: pytest.FixtureRequest) -> str:
-    """The ZooKeeper chroot of this test's cluster: its own one under a module's shared ZooKeeper."""
-    if _shares_the_module_zookeeper(request) and not _shares_the_module_cluster(request):
+    """The ZooKeeper chroot of this test's cluster: one of its own where its module shares
+    ZooKeeper and the test does not share the module's cluster."""
+    module_wide = {"shared_zookeeper", "shared_cluster"} & {m.name for m in request.node.iter_markers()}
+    if module_wide and not _shares_the_module_cluster(request):
         return "/" + re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)
     return "/minikafka"
 
 
 @pytest.fixture
 def zookeeper(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZooKeeperProcess]:
-    """A ZooKeeper of the test's own, or the module's (marker ``shared_zookeeper``), answering
-    whatever the test before did to it (paused or stopped it, say)."""
-    if _shares_the_module_cluster(request):
-        yield request.getfixturevalue("module_cluster").zookeeper
-        return
-    if _shares_the_module_zookeeper(request):
-        shared: ZooKeeperProcess = request.getfixturevalue("module_zookeeper")
+    """A ZooKeeper of the test's own, or the one it shares with its module, answering whatever
+    the test before did to it (paused or stopped it, say)."""
+    shared = _module_zookeeper(request)
+    if shared is not None:
         shared.resume()
         if shared.process is None:
             shared.start()
@@ -108,8 +114,8 @@ def zookeeper(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZooKee
 @pytest.fixture
 def cluster(request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeperProcess,
             chroot: str) -> Iterator[Cluster]:
-    """Three brokers, two log dirs each, started and all in Metadata, under ``chroot``. A test that needs other
-    settings marks itself ``@pytest.mark.cluster_settings(key=value, ...)``; one that reads the
+    """Three brokers, two log dirs each, started and all in Metadata, under ``chroot``. A test
+    that needs other settings marks itself ``@pytest.mark.cluster_settings(key=value, ...)``; one that reads the
     brokers' Prometheus endpoints marks itself ``@pytest.mark.cluster_metrics``. In a module
     marked ``shared_cluster`` every other test gets the module's cluster, restored (every broker
     running and registered), and must use topics of its own."""
