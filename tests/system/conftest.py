@@ -5,6 +5,7 @@ attached to its report."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,11 @@ from tests.system.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.system
 _CLUSTERS_KEY = pytest.StashKey[list[Cluster]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "shared_zookeeper: the tests of this system module share one ZooKeeper, "
+                                       "each test's cluster under a chroot of its own")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -55,10 +61,48 @@ def module_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         server.close()
 
 
+@pytest.fixture(scope="module")
+def module_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    """One ZooKeeper for the tests of a module marked ``shared_zookeeper``: its JVM takes
+    seconds to start, and a chroot per test keeps their clusters apart."""
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        yield server.start()
+    finally:
+        server.close()
+
+
+def _module_zookeeper(request: pytest.FixtureRequest) -> ZooKeeperProcess | None:
+    """The ZooKeeper this test shares with the rest of its module, if it shares one: the module's
+    cluster's (a test with a cluster of its own there too), or the module's own (marker
+    ``shared_zookeeper``)."""
+    if request.node.get_closest_marker("shared_cluster") is not None:
+        return request.getfixturevalue("module_cluster").zookeeper
+    if request.node.get_closest_marker("shared_zookeeper") is not None:
+        return request.getfixturevalue("module_zookeeper")
+    return None
+
+
+@pytest.fixture
+def chroot(request: pytest.FixtureRequest) -> str:
+    """The ZooKeeper chroot of this test's cluster: one of its own where its module shares
+    ZooKeeper and the test does not share the module's cluster."""
+    module_wide = {"shared_zookeeper", "shared_cluster"} & {m.name for m in request.node.iter_markers()}
+    if module_wide and not _shares_the_module_cluster(request):
+        return "/" + re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)
+    return "/minikafka"
+
+
 @pytest.fixture
 def zookeeper(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZooKeeperProcess]:
-    if _shares_the_module_cluster(request):
-        yield request.getfixturevalue("module_cluster").zookeeper
+    """A ZooKeeper of the test's own, or the one it shares with its module, answering whatever
+    the test before did to it (paused or stopped it, say)."""
+    shared = _module_zookeeper(request)
+    if shared is not None:
+        shared.resume()
+        if shared.process is None:
+            shared.start()
+        yield shared
         return
     server = ZooKeeperProcess(tmp_path / "zookeeper")
     try:
@@ -68,9 +112,10 @@ def zookeeper(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZooKee
 
 
 @pytest.fixture
-def cluster(request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeperProcess) -> Iterator[Cluster]:
-    """Three brokers, two log dirs each, started and all in Metadata. A test that needs other
-    settings marks itself ``@pytest.mark.cluster_settings(key=value, ...)``; one that reads the
+def cluster(request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeperProcess,
+            chroot: str) -> Iterator[Cluster]:
+    """Three brokers, two log dirs each, started and all in Metadata, under ``chroot``. A test
+    that needs other settings marks itself ``@pytest.mark.cluster_settings(key=value, ...)``; one that reads the
     brokers' Prometheus endpoints marks itself ``@pytest.mark.cluster_metrics``. In a module
     marked ``shared_cluster`` every other test gets the module's cluster, restored (every broker
     running and registered), and must use topics of its own."""
@@ -80,7 +125,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path, zookeeper: ZooKeeper
         yield shared.restore()
         return
     marker = request.node.get_closest_marker("cluster_settings")
-    made = Cluster(tmp_path, zookeeper, overrides=dict(marker.kwargs) if marker else None,
+    made = Cluster(tmp_path, zookeeper, chroot=chroot, overrides=dict(marker.kwargs) if marker else None,
                    metrics=request.node.get_closest_marker("cluster_metrics") is not None)
     request.node.stash.setdefault(_CLUSTERS_KEY, []).append(made)
     try:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import confluent_kafka
+import pytest
 from kafka import KafkaProducer
 
 from minikafka.txn.state import state_partition_for
@@ -23,6 +24,8 @@ from tests.integration.clients import confluent_consume
 from tests.system.cluster import Cluster
 from tests.unit.storage.helpers import make_batch
 
+# Each test has topics and transactional ids of its own and harms no broker.
+pytestmark = pytest.mark.shared_cluster
 STATE_PARTITIONS = 6  # transaction.state.log.num.partitions of the system tests' cluster
 PRODUCE, METADATA, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 3, 22, 24, 26
 

@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kazoo.client import KazooClient
 
 from protocol.errors import ErrorCode
@@ -14,6 +15,8 @@ from tests.integration.broker_process import HOST, BrokerNotReady, BrokerProcess
 from tests.integration.disk_faults import records_blob
 from tests.system.cluster import CLUSTER_SETTINGS, Cluster, inter_broker_request
 
+# No test changes what the next one sees (each refused request is checked to change nothing).
+pytestmark = pytest.mark.shared_cluster
 LEADER_AND_ISR = 4
 TOPIC = "guarded"
 
@@ -33,7 +36,8 @@ def test_controller_requests_from_clients_or_old_controllers_change_nothing(clus
     before = cluster.partitions(TOPIC)[0]
     topic_id = next(t.topic_id for t in cluster.metadata([TOPIC]).topics if t.name == TOPIC)
     victim = next(b for b in cluster.brokers if b != before.leader_id)
-    zk = KazooClient(hosts=cluster.zookeeper.connect + "/minikafka")
+    said_before = cluster.brokers[victim].stderr_size()
+    zk = KazooClient(hosts=cluster.zookeeper.connect + cluster.chroot)
     zk.start(10)
     try:
         broker_epoch = zk.exists(f"/brokers/ids/{victim}").czxid
@@ -66,14 +70,14 @@ def test_controller_requests_from_clients_or_old_controllers_change_nothing(clus
     for broker in cluster.brokers.values():
         after = cluster.partitions(TOPIC, broker)[0]
         assert (after.leader_id, after.leader_epoch) == (before.leader_id, before.leader_epoch)
-    text = cluster.brokers[victim].stderr_text()
+    text = cluster.brokers[victim].stderr_since(said_before)
     assert "refused LeaderAndIsr" in text and "on listener PLAINTEXT" in text
     assert f"it was meant for broker epoch {broker_epoch - 1}, an earlier registration" in text
 
 
 def test_a_second_broker_with_a_registered_id_refuses_to_start(cluster: Cluster, tmp_path: Path) -> None:
     twin = BrokerProcess(tmp_path / "twin", broker_id=2, ready_timeout=30, overrides={
-        "zookeeper.connect": cluster.zookeeper.connect + "/minikafka", **CLUSTER_SETTINGS})
+        "zookeeper.connect": cluster.zookeeper.connect + cluster.chroot, **CLUSTER_SETTINGS})
     twin.overrides["listeners"] = f"PLAINTEXT://{HOST}:{twin.port},INTERNAL://{HOST}:{free_port()}"
     try:
         try:
@@ -105,12 +109,13 @@ def test_unreachable_zookeeper_at_startup_is_a_clear_error(tmp_path: Path) -> No
 
 
 def test_a_follower_answers_produce_with_the_current_leader(cluster: Cluster) -> None:
-    cluster.create_topic(TOPIC, 1, 3)
-    state = cluster.partitions(TOPIC)[0]
+    topic = "produced-to-a-follower"
+    cluster.create_topic(topic, 1, 3)
+    state = cluster.partitions(topic)[0]
     follower = next(b for b in cluster.brokers if b != state.leader_id)
     answer = inter_broker_request(cluster.brokers[follower].port, 0, 10, {
         "transactional_id": None, "acks": -1, "timeout_ms": 5000,
-        "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": records_blob(b"x")}]}]})
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records_blob(b"x")}]}]})
     (partition,) = answer.responses[0].partition_responses
     assert partition.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (

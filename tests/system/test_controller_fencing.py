@@ -23,13 +23,15 @@ from minikafka.zk.kafka_zk import (
 )
 from tests.system.zookeeper import ZooKeeperProcess
 
+pytestmark = pytest.mark.shared_zookeeper  # each test under a chroot of its own
+
 
 def _request(replicas: list[int]) -> bytes:
     return json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": replicas}]}).encode()
 
 
-async def test_a_reassignment_request_rewritten_after_it_was_read_is_not_deleted(zookeeper: ZooKeeperProcess) -> None:
-    zk = KafkaZk(zookeeper.connect + "/minikafka", 6000, 10000)
+async def test_a_reassignment_request_rewritten_after_it_was_read_is_not_deleted(zookeeper: ZooKeeperProcess, chroot: str) -> None:
+    zk = KafkaZk(zookeeper.connect + chroot, 6000, 10000)
     await zk.start()
     try:
         became = await zk.try_become_controller(1)
@@ -48,8 +50,8 @@ async def test_a_reassignment_request_rewritten_after_it_was_read_is_not_deleted
         await zk.close()
 
 
-async def test_a_former_controller_deletes_no_topic_znode_and_no_request(zookeeper: ZooKeeperProcess) -> None:
-    connect = zookeeper.connect + "/minikafka"
+async def test_a_former_controller_deletes_no_topic_znode_and_no_request(zookeeper: ZooKeeperProcess, chroot: str) -> None:
+    connect = zookeeper.connect + chroot
     first, second = KafkaZk(connect, 6000, 10000), KafkaZk(connect, 6000, 10000)
     await first.start()
     await second.start()
@@ -84,11 +86,11 @@ async def test_a_former_controller_deletes_no_topic_znode_and_no_request(zookeep
 
 
 async def test_a_wave_of_isr_change_notifications_is_deleted_in_one_commit_and_fenced(
-        zookeeper: ZooKeeperProcess) -> None:
+        zookeeper: ZooKeeperProcess, chroot: str) -> None:
     """The notifications of many ISR changes go in one ZooKeeper transaction (each commit waits
     on ZooKeeper's fsync, so one per notification held the controller's next event for seconds
     under a loaded disk); a former controller deletes none; one already gone is no error."""
-    connect = zookeeper.connect + "/minikafka"
+    connect = zookeeper.connect + chroot
     first, second = KafkaZk(connect, 6000, 10000), KafkaZk(connect, 6000, 10000)
     await first.start()
     await second.start()

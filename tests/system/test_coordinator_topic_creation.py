@@ -6,6 +6,7 @@ joined, on a cluster that has no __consumer_offsets yet, completes."""
 from __future__ import annotations
 
 import confluent_kafka
+import pytest
 
 from minikafka.metadata.topics import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
@@ -14,6 +15,10 @@ from tests.integration.clients import confluent_consume
 from tests.system.cluster import Cluster, inter_broker_request
 
 FIND_COORDINATOR = 10
+
+# Each test needs brokers of its own (a cluster with no internal topic yet), not a ZooKeeper of
+# its own: each test's cluster is under a chroot of its own.
+pytestmark = pytest.mark.shared_zookeeper
 
 
 def test_the_first_find_coordinator_answers_with_the_coordinator(cluster: Cluster) -> None:

@@ -25,6 +25,9 @@ from tests.integration.broker_process import REPO_ROOT, BrokerProcess, wait_unti
 from tests.integration.clients import aiokafka_consume, confluent_consume, confluent_produce
 from tests.system.cluster import Cluster
 
+# The tests share the module's cluster (the broker killed is started again), each with topics and
+# transactional ids of its own.
+pytestmark = pytest.mark.shared_cluster
 SOURCE, SINK, GROUP, TXN_ID = "eos-in", "eos-out", "eos-workers", "eos-worker"
 PARTITIONS = 3
 RECORDS = 1500

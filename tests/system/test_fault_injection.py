@@ -35,10 +35,12 @@ from tests.system.load import (
     wait_acked,
 )
 
-TOPIC = "faults"
+# The two tests share the module's cluster (each leaves it healed, or fails): a topic and a
+# group each.
+pytestmark = pytest.mark.shared_cluster
 PARTITIONS = 6
-GROUP = "fault-watchers"
 OFFSETS_TOPIC = "__consumer_offsets"
+TOPIC = "faults"  # of the random faults (and of test_network_partitions)
 SESSION_S = 4.0  # zookeeper.session.timeout.ms of the system tests' cluster
 HEAL_BOUND_S = 60.0
 
@@ -124,7 +126,7 @@ def _draw(rng: random.Random) -> list[str]:
 
 
 # ---- healing ----------------------------------------------------------------------------------
-def _unhealed(cluster: Cluster) -> list[str]:
+def _unhealed(cluster: Cluster, topic_under_load: str) -> list[str]:
     """What is not yet as it should be, as every running broker's metadata tells (empty: healed)."""
     wrong: list[str] = []
     for broker_id, broker in cluster.brokers.items():
@@ -134,7 +136,7 @@ def _unhealed(cluster: Cluster) -> list[str]:
         if metadata.controller_id not in cluster.brokers:
             wrong.append(f"broker {broker_id} knows no controller")
         for topic in metadata.topics:
-            if topic.name not in (TOPIC, OFFSETS_TOPIC):
+            if topic.name not in (topic_under_load, OFFSETS_TOPIC):
                 continue
             for p in topic.partitions:
                 if p.leader_id < 0 or sorted(p.isr_nodes) != sorted(p.replica_nodes) or p.offline_replicas:
@@ -152,7 +154,7 @@ def _wait_healed(cluster: Cluster, runs: list[ProducerRun], what: str) -> float:
     healed_since: float | None = None
     while True:
         try:
-            wrong = _unhealed(cluster)
+            wrong = _unhealed(cluster, runs[0].topic)
         except Exception as exc:  # a broker not answering yet
             wrong = [repr(exc)]
         now = time.monotonic()
@@ -168,11 +170,12 @@ def _wait_healed(cluster: Cluster, runs: list[ProducerRun], what: str) -> float:
     return healed_since - started
 
 
-def _load(cluster: Cluster) -> tuple[list[ProducerRun], list[GroupMember]]:
-    cluster.create_topic(TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
-    runs = [ProducerRun("confluent", cluster.bootstrap, TOPIC, PARTITIONS, pace_s=0.004).start(),
-            ProducerRun("kafka-python", cluster.bootstrap, TOPIC, PARTITIONS, pace_s=0.008).start()]
-    members = [GroupMember(cluster.bootstrap, GROUP, TOPIC, f"watcher-{i}").start() for i in range(2)]
+def _load(cluster: Cluster, topic: str = TOPIC) -> tuple[list[ProducerRun], list[GroupMember]]:
+    """Two producers and a group of two on a new topic (the group named after it)."""
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    runs = [ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start(),
+            ProducerRun("kafka-python", cluster.bootstrap, topic, PARTITIONS, pace_s=0.008).start()]
+    members = [GroupMember(cluster.bootstrap, f"{topic}-watchers", topic, f"watcher-{i}").start() for i in range(2)]
     wait_acked(runs, {})
     return runs, members
 
@@ -180,35 +183,13 @@ def _load(cluster: Cluster) -> tuple[list[ProducerRun], list[GroupMember]]:
 def _check(cluster: Cluster, runs: list[ProducerRun], members: list[GroupMember]) -> None:
     for run in runs:
         run.stop()
-    stored = read_all(cluster.bootstrap, TOPIC, PARTITIONS)
+    stored = read_all(cluster.bootstrap, runs[0].topic, PARTITIONS)
     assert_exactly_once(runs, stored)
     assert_delivered_to_group(members, stored)
 
 
-@pytest.mark.timeout(900)
-def test_random_faults_one_at_a_time_lose_nothing_and_heal(cluster: Cluster) -> None:
-    seed = int(os.environ.get("MINIKAFKA_FAULT_SEED") or random.SystemRandom().randrange(1_000_000))
-    print(f"fault-injection seed {seed} (replay: MINIKAFKA_FAULT_SEED={seed})")
-    rng = random.Random(seed)
-    done: list[str] = []
-    try:
-        runs, members = _load(cluster)
-        try:
-            _wait_healed(cluster, runs, "the start")
-            for kind in _draw(rng):
-                what = FAULTS[kind](cluster, rng)
-                healed_s = _wait_healed(cluster, runs, what)
-                done.append(f"{what}: healed in {healed_s:.1f}s")
-                print(done[-1])
-        finally:
-            _check(cluster, runs, members)
-    except BaseException as exc:
-        exc.add_note(f"fault-injection seed {seed}; faults done: {done or 'none'}")
-        raise
-
-
 def test_a_rolling_restart_under_acks_all_load_has_no_produce_error(cluster: Cluster) -> None:
-    runs, members = _load(cluster)
+    runs, members = _load(cluster, "rolling-restart")
     try:
         for broker_id in sorted(cluster.brokers, key=lambda b: b == cluster.controller_id()):
             assert cluster.brokers[broker_id].stop() == 0, f"broker {broker_id} did not stop cleanly"
@@ -222,3 +203,23 @@ def test_a_rolling_restart_under_acks_all_load_has_no_produce_error(cluster: Clu
               f"of {len(run.acked)} records")
 
 
+@pytest.mark.timeout(900)
+def test_random_faults_one_at_a_time_lose_nothing_and_heal(cluster: Cluster) -> None:
+    seed = int(os.environ.get("MINIKAFKA_FAULT_SEED") or random.SystemRandom().randrange(1_000_000))
+    print(f"fault-injection seed {seed} (replay: MINIKAFKA_FAULT_SEED={seed})")
+    rng = random.Random(seed)
+    done: list[str] = []
+    try:
+        runs, members = _load(cluster, TOPIC)
+        try:
+            _wait_healed(cluster, runs, "the start")
+            for kind in _draw(rng):
+                what = FAULTS[kind](cluster, rng)
+                healed_s = _wait_healed(cluster, runs, what)
+                done.append(f"{what}: healed in {healed_s:.1f}s")
+                print(done[-1])
+        finally:
+            _check(cluster, runs, members)
+    except BaseException as exc:
+        exc.add_note(f"fault-injection seed {seed}; faults done: {done or 'none'}")
+        raise

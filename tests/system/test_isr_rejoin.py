@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode
 from tests.integration.broker_process import KafkaWire, wait_until
 from tests.system.cluster import Cluster, inter_broker_request
 
+pytestmark = pytest.mark.shared_zookeeper  # each test's cluster under a chroot of its own
 TOPIC = "rejoin"
 LEADER_AND_ISR = 4
 STATE = f"/brokers/topics/{TOPIC}/partitions/0/state"
@@ -28,7 +29,7 @@ STATE = f"/brokers/topics/{TOPIC}/partitions/0/state"
 
 def _zookeeper_reads(cluster: Cluster, leader: int) -> tuple[dict[str, Any], int, int, int]:
     """The partition's state and its version, the controller epoch and the leader's broker epoch."""
-    zk = KazooClient(hosts=cluster.zookeeper.connect + "/minikafka")
+    zk = KazooClient(hosts=cluster.zookeeper.connect + cluster.chroot)
     zk.start(10)
     try:
         data, stat = zk.get(STATE)

@@ -13,10 +13,12 @@ from minikafka.security.stores import ZkSecurityStore
 from minikafka.zk.kafka_zk import FEATURE, FEATURE_ENABLED, ControllerZnode, FeatureZnode, KafkaZk
 from tests.system.zookeeper import ZooKeeperProcess
 
+pytestmark = pytest.mark.shared_zookeeper  # each test under a chroot of its own
+
 
 @pytest.fixture
-async def zk(zookeeper: ZooKeeperProcess) -> AsyncIterator[KafkaZk]:
-    session = KafkaZk(zookeeper.connect, 6000, 10000)
+async def zk(zookeeper: ZooKeeperProcess, chroot: str) -> AsyncIterator[KafkaZk]:
+    session = KafkaZk(zookeeper.connect + chroot, 6000, 10000)
     await session.start()
     try:
         yield session

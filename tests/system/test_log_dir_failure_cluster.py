@@ -41,7 +41,10 @@ from tests.system.load import (
 )
 from tests.system.zookeeper import ZooKeeperProcess
 
-CHROOT = "/minikafka"
+# Every test breaks dirs, so each has brokers of its own; ZooKeeper is the module's, each
+# test's cluster under a chroot of its own.
+pytestmark = pytest.mark.shared_zookeeper
+CHROOT = "/minikafka"  # what a cluster of the default chroot uses (the dir balancer test's)
 STORAGE_ERROR = "org.apache.kafka.common.errors.KafkaStorageException"
 Replica = tuple[int, str, int]  # (broker, topic, partition)
 
@@ -242,7 +245,7 @@ def _log_dirs_show_replicas_and_failed_dirs(s: Scenario, down: frozenset[int]) -
 def _controller_knows_each_replicas_dir(s: Scenario) -> None:
     """The partition state znodes record, for every replica, the id of the dir it was put in
     (KIP-858): the same dir DescribeLogDirs shows (or showed before it failed)."""
-    zk = KazooClient(hosts=s.zookeeper.connect + CHROOT)
+    zk = KazooClient(hosts=s.zookeeper.connect + s.cluster.chroot)
     zk.start(timeout=15)
 
     def disagreements() -> list[str]:
@@ -345,10 +348,10 @@ def test_c3_the_leader_restarts_with_its_first_dir_bad(scenario: Scenario) -> No
 @pytest.mark.parametrize(("role", "fault"), [("leader", "regular-file"), ("follower", "regular-file"),
                                              ("leader", "lazy-unmount")])
 def test_c4_a_dir_of_the_leader_or_a_follower_fails_at_runtime(role: str, fault: str, tmp_path: Path,
-                                                             zookeeper: ZooKeeperProcess,
+                                                             zookeeper: ZooKeeperProcess, chroot: str,
                                                              request: pytest.FixtureRequest) -> None:
     mounts: list[Tmpfs] = []
-    cluster = Cluster(tmp_path, zookeeper)
+    cluster = Cluster(tmp_path, zookeeper, chroot=chroot)
     if fault == "lazy-unmount":
         if (why := mount_unavailable()) is not None:
             pytest.skip(f"the lazy-unmount fault needs a tmpfs mount: {why}")

@@ -320,7 +320,7 @@ def test_kafkas_reassign_partitions_znode_is_honoured_and_the_first_replica_lead
     _create(cluster, topic, {0: [1, 2], 1: [1, 2]})
     assert cluster.leader(topic, 0) == 1 and cluster.leader(topic, 1) == 1
     # What kafka-reassign-partitions.sh --zookeeper wrote before KIP-455.
-    zk = KazooClient(hosts=zookeeper.connect + "/minikafka")
+    zk = KazooClient(hosts=zookeeper.connect + cluster.chroot)
     zk.start(timeout=15)
     try:
         zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [

@@ -8,6 +8,7 @@ of it and leaves no transaction open."""
 from __future__ import annotations
 
 import confluent_kafka
+import pytest
 
 from minikafka.txn.state import state_partition_for
 from tests.integration.broker_process import wait_until
@@ -28,6 +29,10 @@ def _send(producer: confluent_kafka.Producer, prefix: bytes, count: int, topic: 
         producer.produce(topic, key=b"k%d" % i, value=value, partition=i % PARTITIONS)
     assert producer.flush(60) == 0
     return values
+
+# The second test breaks a leader's dir, so each test has brokers of its own; not a ZooKeeper of
+# its own: each test's cluster is under a chroot of its own.
+pytestmark = pytest.mark.shared_zookeeper
 
 
 def test_a_transaction_commits_through_the_coordinator_that_takes_over_from_a_killed_one(cluster: Cluster) -> None:
