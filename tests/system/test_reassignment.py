@@ -223,10 +223,9 @@ def test_c1_move_to_the_other_dir_then_to_the_unused_dir_of_the_next_broker(clus
     assert f"reassignment of {topic}-0 done: replicas [2]" in controller_log
 
 
-# A cluster of its own, as before the module shared one: its paused broker can outlive its ZooKeeper
-# session, and a broker registering again refuses the controller's requests for its new broker
-# epoch until it has taken that epoch itself ("meant for broker epoch N, this one is M"); on the
-# shared cluster, under load, that left the move waiting past the test's bound once.
+# A cluster of its own, as before the module shared one: it kills the controller and a broker,
+# whose ZooKeeper sessions may outlive them, and the shared cluster's later tests should not start
+# on what that leaves.
 @pytest.mark.own_cluster
 def test_a_reassignment_survives_kill_9_of_the_controller_and_of_the_receiving_broker(cluster: Cluster) -> None:
     topic = "moving-killed"
