@@ -454,10 +454,33 @@ class ConsumerGroups:
             return None
         if member_epoch < 0 and not group.members:
             return ErrorCode.NONE  # an admin or a consumer without group management
-        if member_id not in group.members:
+        return self._check_member(group, member_id, member_epoch)
+
+    def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """None if the group is not a consumer group; else whether a member may read its offsets
+        (OffsetFetch v9+ names the member and its epoch; an admin or a consumer without group
+        management names neither), as Kafka's ConsumerGroup.validateOffsetFetch."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        return self._check_member(group, member_id, member_epoch)
+
+    @staticmethod
+    def _check_member(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """A member's request against its epoch here: a classic member's generation must match;
+        a consumer-protocol member behind is stale (it catches up by heartbeat), one ahead of
+        what the coordinator knows is fenced (Kafka's validateMemberEpoch)."""
+        if member_id is None or member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != group.member_assignment(member_id).member_epoch:
-            return ErrorCode.ILLEGAL_GENERATION if group.members[member_id].is_classic else ErrorCode.STALE_MEMBER_EPOCH
+        expected = group.member_assignment(member_id).member_epoch
+        if group.members[member_id].is_classic:
+            return ErrorCode.NONE if member_epoch == expected else ErrorCode.ILLEGAL_GENERATION
+        if member_epoch > expected:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if member_epoch < expected:
+            return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def list_groups(self, loaded: set[int], states: set[str], types: set[str]) -> list[GroupListing]:

@@ -947,12 +947,16 @@ class GroupCoordinator:
                 group.offsets.update(ended)
 
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
-                      require_stable: bool = False,
+                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1,
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None | ErrorCode]]:
         """Committed offsets of the partitions (None: all the group has); None for none committed.
         ``require_stable`` (KIP-447): a partition with offsets in an open transaction answers
-        UNSTABLE_OFFSET_COMMIT, so a read_committed consumer waits for the transaction's end."""
+        UNSTABLE_OFFSET_COMMIT, so a read_committed consumer waits for the transaction's end. A
+        member of a consumer-protocol group names itself and its epoch (OffsetFetch v9+), which
+        must be current."""
         error = self.partition_error(group_id)
+        if error == ErrorCode.NONE:
+            error = self.consumer_groups.check_fetch(group_id, member_id, member_epoch) or ErrorCode.NONE
         if error != ErrorCode.NONE:
             return error, {}
         group = self.groups.get(group_id)

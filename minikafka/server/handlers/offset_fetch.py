@@ -45,14 +45,16 @@ def _answer(name: str, topic_id: uuid.UUID | None, partitions: list[OffsetFetchR
 
 
 def _fetch_group(group_id: str, topics: Sequence[WantedTopic] | None, by_id: bool, require_stable: bool,
-                 ctx: BrokerContext) -> tuple[ErrorCode, list[OffsetFetchResponseTopics]]:
-    """(group error, topics of the response) for one group; `topics` None means every committed one."""
+                 ctx: BrokerContext, member: tuple[str | None, int] = (None, -1),
+                 ) -> tuple[ErrorCode, list[OffsetFetchResponseTopics]]:
+    """(group error, topics of the response) for one group; `topics` None means every committed
+    one; `member` the (member id, member epoch) of a consumer-protocol member asking (v9+)."""
     if not may_on_group(ctx, AclOperation.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, [] if topics is None else [
             _answer(name, topic_id, [_partition(i, None, ErrorCode.GROUP_AUTHORIZATION_FAILED) for i in indexes])
             for name, topic_id, indexes in topics]
     if topics is None:
-        error, committed = ctx.groups.fetch_offsets(group_id, None)
+        error, committed = ctx.groups.fetch_offsets(group_id, None, False, *member)
         by_topic: dict[str, list[OffsetFetchResponsePartitions]] = {}
         for (name, index), om in sorted(committed.items()):
             if may_on_topic(ctx, AclOperation.DESCRIBE, name):  # the others are left out, as in Kafka
@@ -81,7 +83,7 @@ def _fetch_group(group_id: str, topics: Sequence[WantedTopic] | None, by_id: boo
         resolved.append((topic, topic_name))
         if topic_name is not None:
             wanted += [(topic_name, index) for index in indexes]
-    error, committed = ctx.groups.fetch_offsets(group_id, wanted, require_stable)
+    error, committed = ctx.groups.fetch_offsets(group_id, wanted, require_stable, *member)
     result = []
     for (name, topic_id, indexes), topic_name in resolved:
         if topic_name is None:
@@ -103,7 +105,8 @@ async def handle(request: Request[OffsetFetchRequestView], ctx: BrokerContext) -
         for group in body.groups:
             wanted_topics = None if group.topics is None else [
                 (t.name, t.topic_id if by_id else None, t.partition_indexes) for t in group.topics]
-            error, answers = _fetch_group(group.group_id, wanted_topics, by_id, body.require_stable, ctx)
+            member = (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+            error, answers = _fetch_group(group.group_id, wanted_topics, by_id, body.require_stable, ctx, member)
             groups.append({"group_id": group.group_id, "topics": [] if error else answers, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     wanted_v7 = None if body.topics is None else [(t.name, None, t.partition_indexes) for t in body.topics]

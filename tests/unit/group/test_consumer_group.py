@@ -227,6 +227,23 @@ def test_offset_commits_need_the_members_current_epoch() -> None:
     assert coordinator.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 10  # type: ignore[union-attr]
 
 
+def test_offset_fetches_of_a_member_need_its_current_epoch() -> None:
+    coordinator, groups, _, _ = _coordinator()
+    client = Client(groups, "a")
+    client.beat()
+    coordinator.commit_offsets("g", client.epoch, "a", None, {("t", 0): CommitEntry(10, -1, "")})
+
+    def fetched(member_id: str | None, member_epoch: int) -> ErrorCode:
+        return coordinator.fetch_offsets("g", [("t", 0)], False, member_id, member_epoch)[0]
+
+    assert fetched("a", client.epoch) == ErrorCode.NONE
+    assert fetched(None, -1) == ErrorCode.NONE  # an admin, or a consumer without group management
+    assert fetched("a", client.epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert fetched("a", client.epoch + 1) == ErrorCode.FENCED_MEMBER_EPOCH
+    assert fetched("ghost", client.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert coordinator.fetch_offsets("g", None, False, "a", client.epoch - 1) == (ErrorCode.STALE_MEMBER_EPOCH, {})
+
+
 def test_listing_describing_and_deleting() -> None:
     coordinator, groups, _, _ = _coordinator()
     client = Client(groups, "a")
