@@ -8,6 +8,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.Exit;
 
 /**
  * Members of one consumer group join, share --topic (--partitions partitions) with the
@@ -85,7 +86,7 @@ public final class GroupScenario {
         } catch (IllegalStateException timedOut) {
             Json.print("failure", timedOut.getMessage());
             stopAll(members);
-            System.exit(1);
+            Exit.exit(1);
         }
         stopAll(members);
         Json.print("done", true);
