@@ -364,7 +364,9 @@ def test_a_minikafka_leader_changes_isrs_and_gets_producer_ids_through_a_kafka_c
         wait_until(lambda: sorted(_state(zk, "isr", 0)["isr"]) == [2, 3], 60, interval=0.2,
                    what="the minikafka leader's expansion of the ISR")
         assert _state(zk, "isr", 0)["leader"] == 2
-        assert leader.stderr_text().count("isr-0: in-sync replicas") >= 2
+        # The leader logs a change once the controller's answer is back: a moment after ZooKeeper shows it.
+        wait_until(lambda: leader.stderr_text().count("isr-0: in-sync replicas") >= 2, 10, interval=0.1,
+                   what="the minikafka leader's word on both ISR changes")
         assert "recorded by the controller: " in leader.stderr_text()
 
         _assert_producer_id_from_a_block_of(zk, leader.port, 2)
