@@ -1,9 +1,15 @@
 """The scenario programs of tests/interop/java run with Apache Kafka's clients, and their output read.
 
 Each program (Produce, Consume, GroupScenario, Transactions, AdminCalls, WordCount) does one
-scenario and prints JSON lines; `Scenario.run` compiles them all once per Kafka version (the
-harness caches the classes), runs one and returns its lines. A failure (a non-zero exit, or a
-check of the test on the lines) names the program, its command line and its output.
+scenario and prints JSON lines; `Scenario` compiles them all once per Kafka version (the
+harness caches the classes), and `Scenario.run` runs one and returns its lines. A failure (a
+non-zero exit, or a check of the test on the lines) names the program, its command line and its
+output.
+
+The runs of one Scenario share one JVM (tools.ToolShell, started at the first run, ended by
+`close`): a JVM's start and the loading of Kafka's client classes cost a second or two of CPU
+each on this machine, and a module runs dozens of programs. The programs end with Kafka's
+Exit.exit rather than System.exit for this: the shell turns it into the run's exit code.
 """
 
 from __future__ import annotations
@@ -16,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.interop.kafka import Kafka, KafkaToolError, ToolResult, kafka
+from tests.interop.tools import ToolShell
 
 JAVA_DIR = Path(__file__).with_name("java")
-HEAP = "384m"
 
 
 # What Kafka 3.9's client runs: the others use 4.x's API (Streams' WordCount, the AdminClient's groupState).
@@ -47,15 +53,38 @@ class Output:
 
 
 class Scenario:
-    """One Kafka line's compiled scenario programs."""
+    """One Kafka line's compiled scenario programs; `run` needs a `work_dir` (for the log of the
+    JVM that runs them), and `close` ends that JVM."""
 
-    def __init__(self, line: str) -> None:
+    def __init__(self, line: str, work_dir: Path | None = None) -> None:
         self.kafka: Kafka = kafka(line)
         self.classes = self.kafka.compile(sources(line))
+        self.work_dir = work_dir
+        self._shell: ToolShell | None = None
+
+    def _running_shell(self) -> ToolShell:
+        if self.work_dir is None:
+            raise ValueError("Scenario.run needs a work_dir for the log of its JVM")
+        if self._shell is None or self._shell.process.poll() is not None:
+            self._shell = ToolShell(self.kafka.line, self.work_dir / f"scenarios-{self.kafka.line}.stderr",
+                                    extra_classpath=[self.classes])
+        return self._shell
+
+    def close(self) -> None:
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+
+    def tool(self, main_class: str, *args: str, timeout: float = 120.0) -> ToolResult:
+        """One of Kafka's own main classes (a tool), in the same JVM; a non-zero exit raises."""
+        result = self._running_shell().run(main_class, args, timeout)
+        if result.returncode != 0:
+            raise KafkaToolError(f"{main_class} (Kafka {self.kafka.version}) exited with {result.returncode}"
+                                 + Output(result, ()).where())
+        return result
 
     def run(self, program: str, *args: str, timeout: float = 180.0, check: bool = True) -> Output:
-        result = self.kafka.run(program, *args, timeout=timeout, check=False, heap=HEAP,
-                                extra_classpath=[self.classes])
+        result = self._running_shell().run(program, args, timeout)
         lines = []
         for text in result.stdout.splitlines():
             if text.startswith("{"):

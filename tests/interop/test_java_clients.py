@@ -133,16 +133,29 @@ def target(request: pytest.FixtureRequest) -> Target:
 
 
 @pytest.fixture(scope="module")
-def java4() -> Scenario:
-    return Scenario("4")
+def java_lines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scenario]]:
+    """Kafka 4's and 3.9's clients, each line's programs run in one JVM for the whole module."""
+    work_dir = tmp_path_factory.mktemp("java-scenarios")
+    lines = {line: Scenario(line, work_dir) for line in ("4", "3.9")}
+    try:
+        yield lines
+    finally:
+        for scenario in lines.values():
+            scenario.close()
+
+
+@pytest.fixture(scope="module")
+def java4(java_lines: dict[str, Scenario]) -> Scenario:
+    return java_lines["4"]
 
 
 # Kafka 3.9's client too, over PLAINTEXT: users still run it, and it speaks older versions of some APIs.
 @pytest.mark.parametrize(("transport", "line"), [("PLAINTEXT", "4"), ("SASL_SSL", "4"), ("PLAINTEXT", "3.9")])
-def test_idempotent_producer_with_every_codec_and_a_consumer_group(request: pytest.FixtureRequest, transport: str,
+def test_idempotent_producer_with_every_codec_and_a_consumer_group(request: pytest.FixtureRequest,
+                                                                   java_lines: dict[str, Scenario], transport: str,
                                                                    line: str) -> None:
     target = _target(request, transport)
-    java = Scenario(line)
+    java = java_lines[line]
     topic = target.create_topic(f"{target.prefix}codecs-{line}")
     common = ("--bootstrap", target.bootstrap, "--config", target.config, "--topic", topic)
     produced = java.run("Produce", *common, "--count", "300", "--compression", CODECS, "--prefix", "r")
@@ -293,8 +306,8 @@ def _kafka_reads_the_group_records(target: Target, java: Scenario, group: str) -
     record the group's coordinator wrote for it, each of Kafka 4's consumer-group record types."""
     partition = offsets_partition_for(group, int(BROKER_SETTINGS["offsets.topic.num.partitions"]))
     segments = [str(p) for d in target.broker.log_dirs for p in sorted(d.glob(f"__consumer_offsets-{partition}/*.log"))]
-    dumped = java.kafka.run("org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(segments),
-                            "--offsets-decoder", "--print-data-log")
+    dumped = java.tool("org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(segments),
+                       "--offsets-decoder", "--print-data-log")
     types: set[int] = set()
     for line in dumped.stdout.splitlines():
         match = re.search(r'key: (\{.*?\}\}) payload: (.*)$', line)

@@ -3,19 +3,28 @@ real Kafka brokers started from their jars, real minikafka broker processes, one
 
 A Kafka broker is rolled to minikafka in place: SIGTERM, then `minikafka serve --config` on the
 very server.properties Kafka used (no key translated; Kafka keys minikafka does not implement
-are warned about and ignored) and the same log dirs; and back."""
+are warned about and ignored) and the same log dirs; and back.
+
+The tests share one ZooKeeper server, each under a chroot of its own (a cluster of its own: the
+tests differ in which kind of broker controls), and start the brokers that need not wait for
+each other side by side. The Kafka brokers start from an archive of the classes a Kafka broker
+loads (the JVM's AppCDS), made once per machine: it halves their start, 5-7 s of CPU here."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import json
+import os
 import re
+import shutil
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -23,20 +32,31 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.integration.broker_process import HOST, BrokerProcess, KafkaWire, free_port, wait_until
-from tests.interop.kafka import JavaProcess, kafka
+from tests.interop.kafka import JavaProcess, cache_root, kafka
 from tests.system.cluster import inter_broker_request
 from tests.system.zookeeper import ZooKeeperProcess
 
 INIT_PRODUCER_ID = 22
 
-CHROOT = "/mixed"
+
+@dataclasses.dataclass(frozen=True)
+class ZkRoot:
+    """The module's ZooKeeper as one test's brokers and clients see it: under that test's own
+    chroot, so the tests share the server and never see each other's znodes."""
+
+    server: ZooKeeperProcess
+    chroot: str
+
+    @property
+    def connect(self) -> str:
+        return self.server.connect + self.chroot
 
 
 class KafkaZkBroker:
     """One Apache Kafka 3.9 broker in ZooKeeper mode: its server.properties and log dirs under
     ``root``, its output in ``root/kafka.log``; ``stop`` is a SIGTERM (a controlled shutdown)."""
 
-    def __init__(self, root: Path, broker_id: int, zookeeper: ZooKeeperProcess, **settings: str) -> None:
+    def __init__(self, root: Path, broker_id: int, zookeeper: ZkRoot, **settings: str) -> None:
         self.root = root
         self.broker_id = broker_id
         self.port = free_port()
@@ -47,7 +67,7 @@ class KafkaZkBroker:
             "broker.id": str(broker_id),
             "listeners": f"PLAINTEXT://{HOST}:{self.port}",
             "log.dirs": ",".join(str(d) for d in self.log_dirs),
-            "zookeeper.connect": zookeeper.connect + CHROOT,
+            "zookeeper.connect": zookeeper.connect,
             "zookeeper.session.timeout.ms": "6000",
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "3",
@@ -60,51 +80,121 @@ class KafkaZkBroker:
         }
         self.process: JavaProcess | None = None
 
+    # The JVM's own options for every Kafka broker of the module (the class archive's, see class_archive).
+    jvm_args: ClassVar[list[str]] = []
+
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
 
     def start(self, timeout: float = 90.0) -> KafkaZkBroker:
+        self.launch()
+        self.wait_serving(timeout)
+        return self
+
+    def launch(self) -> KafkaZkBroker:
+        """Starts the JVM without waiting for it to serve (`wait_serving` does)."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
-        self.process = kafka("3.9").start("kafka.Kafka", str(self.properties), log=self.log, heap="256m")
+        self.process = kafka("3.9").start("kafka.Kafka", str(self.properties), log=self.log, heap="256m",
+                                          jvm_args=self.jvm_args)
+        return self
 
+    def wait_serving(self, timeout: float = 90.0) -> None:
+        """Until the broker lists itself in its Metadata: registered, and sent the cluster's
+        metadata by a controller (so one has been elected)."""
         def registered() -> bool:
             if self.process is None or not self.process.alive():
                 raise AssertionError(f"Kafka broker {self.broker_id} exited:\n{self.log.read_text()[-5000:]}")
             with KafkaWire((HOST, self.port), timeout=2.0) as wire:
                 return any(b.node_id == self.broker_id for b in wire.metadata(topics=[], version=1).brokers)
-        wait_until(registered, timeout, interval=0.2, what=f"Kafka broker {self.broker_id} serving")
-        return self
+        wait_until(registered, timeout, interval=0.1, what=f"Kafka broker {self.broker_id} serving")
 
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
             self.process = None
 
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.process.kill()
+            self.process.process.wait(10)
+            self.process = None
 
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
-    server = ZooKeeperProcess(tmp_path / "zookeeper")
+
+@pytest.fixture(scope="module")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
     try:
         yield server.start()
     finally:
         server.close()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def class_archive(zookeeper_server: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The classes a Kafka broker loads, archived for the JVM to map at start instead of loading
+    them one by one (-XX:SharedArchiveFile). Made once per machine, by a broker that starts,
+    serves and stops cleanly (the JVM writes the archive at its exit), and kept with Kafka's jars,
+    named by the java binary and the classpath it holds (a JVM refuses an archive of another
+    classpath, with a warning, and then loads the classes as usual)."""
+    java = os.path.realpath(shutil.which("java") or "java")
+    key = hashlib.sha256("\0".join([java, *map(str, kafka("3.9").classpath)]).encode()).hexdigest()[:16]
+    archive = cache_root() / kafka("3.9").version / f"broker-classes-{key}.jsa"
+    if not archive.exists():
+        partial = archive.with_suffix(f".{os.getpid()}.partial")
+        root = tmp_path_factory.mktemp("class-archive")
+        # Alone, it needs no controlled shutdown (which would wait on its own controller).
+        trainer = KafkaZkBroker(root, 1, ZkRoot(zookeeper_server, "/class-archive"),
+                                **{"controlled.shutdown.enable": "false"})
+        trainer.jvm_args = [f"-XX:ArchiveClassesAtExit={partial}"]
+        try:
+            trainer.start()
+        finally:
+            trainer.stop()
+        if partial.exists():  # several workers may make one at once: the last one stays
+            partial.replace(archive)
+    KafkaZkBroker.jvm_args = [f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
+    try:
+        yield archive
+    finally:
+        KafkaZkBroker.jvm_args = []
+
+
+@pytest.fixture
+def zookeeper(zookeeper_server: ZooKeeperProcess, request: pytest.FixtureRequest) -> ZkRoot:
+    return ZkRoot(zookeeper_server, "/" + re.sub(r"[^\w-]", "-", request.node.name)[:80])
+
+
 @pytest.fixture
 def closing() -> Iterator[list[KafkaZkBroker | BrokerProcess]]:
-    """Every broker a test starts, stopped at its end whatever happened."""
+    """Every broker a test starts, killed at its end whatever happened: the test has checked
+    what it checks, and nothing is kept (a controlled shutdown of each would take seconds)."""
     started: list[KafkaZkBroker | BrokerProcess] = []
     yield started
     for broker in reversed(started):
         with contextlib.suppress(Exception):
-            broker.stop() if isinstance(broker, KafkaZkBroker) else broker.close()
+            broker.kill() if isinstance(broker, KafkaZkBroker) else broker.kill9()
+        if isinstance(broker, BrokerProcess):
+            broker.close()
 
 
-def minikafka_broker(root: Path, broker_id: int, zookeeper: ZooKeeperProcess, **settings: str) -> BrokerProcess:
+def start_together(closing: list[KafkaZkBroker | BrokerProcess], *brokers: KafkaZkBroker | BrokerProcess) -> None:
+    """Starts brokers side by side (their JVMs and interpreters start up at once), then waits
+    for each to serve."""
+    for broker in brokers:
+        broker.launch()
+        closing.append(broker)
+    for broker in brokers:
+        if isinstance(broker, KafkaZkBroker):
+            broker.wait_serving()
+        else:
+            broker.wait_ready(broker.ready_timeout)
+
+
+def minikafka_broker(root: Path, broker_id: int, zookeeper: ZkRoot, **settings: str) -> BrokerProcess:
     return BrokerProcess(root, broker_id=broker_id, ready_timeout=60.0, overrides={
-        "zookeeper.connect": zookeeper.connect + CHROOT, "zookeeper.session.timeout.ms": "6000",
+        "zookeeper.connect": zookeeper.connect, "zookeeper.session.timeout.ms": "6000",
         "metrics.port": "-1", **settings})
 
 
@@ -117,13 +207,12 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication: int) -
 
 
 def test_under_a_kafka_controller_replica_dirs_are_not_asked_for_again_and_again(
-        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+        tmp_path: Path, zookeeper: ZkRoot, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # A Kafka controller in ZooKeeper mode does not serve AssignReplicasToDirs (KIP-858): the
     # minikafka broker says so once, in words, and stops asking rather than retrying for ever.
     controller = KafkaZkBroker(tmp_path / "kafka1", 1, zookeeper)
-    closing.append(controller.start())
     broker = minikafka_broker(tmp_path / "mini2", 2, zookeeper, **{"minikafka.controller.eligible": "false"})
-    closing.append(broker.start())
+    start_together(closing, controller, broker)  # minikafka's may not control: Kafka's does
     create_topic(controller.bootstrap, "placed", 4, 2)
 
     def hosted() -> bool:
@@ -139,11 +228,11 @@ def test_under_a_kafka_controller_replica_dirs_are_not_asked_for_again_and_again
 
 
 def _state(zk: KazooClient, topic: str, partition: int) -> dict[str, Any]:
-    data, _ = zk.get(f"{CHROOT}/brokers/topics/{topic}/partitions/{partition}/state")
+    data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
     return dict(json.loads(data))
 
 
-def _kafka_follower(tmp_path: Path, zookeeper: ZooKeeperProcess, **settings: str) -> KafkaZkBroker:
+def _kafka_follower(tmp_path: Path, zookeeper: ZkRoot, **settings: str) -> KafkaZkBroker:
     # A session that outlives the pause of _pause_until_the_isr_shrinks: it only stops fetching,
     # it stays registered.
     return KafkaZkBroker(tmp_path / "kafka3", 3, zookeeper, **{"zookeeper.session.timeout.ms": "30000"}, **settings)
@@ -175,13 +264,13 @@ def _assert_producer_id_from_a_block_of(zk: KazooClient, port: int, broker_id: i
                                      {"transactional_id": None, "transaction_timeout_ms": 60_000})
         return found if found.error_code == 0 else None
     answer = wait_until(producer_id, 30, interval=0.2, what=f"a producer id from broker {broker_id}")
-    block = json.loads(zk.get(f"{CHROOT}/latest_producer_id_block")[0])
+    block = json.loads(zk.get("/latest_producer_id_block")[0])
     assert block["broker"] == broker_id, block
     assert int(block["block_start"]) <= answer.producer_id <= int(block["block_end"]), (answer, block)
 
 
 def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_minikafka_controller(
-        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+        tmp_path: Path, zookeeper: ZkRoot, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # Kafka 3.9 brokers (inter.broker.protocol.version 3.9) send AlterPartition and
     # AllocateProducerIds to the controller rather than writing ZooKeeper themselves. Every broker
     # has a control-plane listener (KIP-291): the controller's requests go to the Kafka brokers'
@@ -192,11 +281,12 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
     controller = minikafka_broker(tmp_path / "mini1", 1, zookeeper, **{"replica.lag.time.max.ms": "5000"}, **control)
     controller.overrides["listeners"] += f",CONTROL://{HOST}:{control_ports[1]}"
     closing.append(controller.start())
-    leader = KafkaZkBroker(tmp_path / "kafka2", 2, zookeeper, **control)
+    # 3 s without fetching puts the paused follower out of the ISR (Kafka checks every half of it).
+    leader = KafkaZkBroker(tmp_path / "kafka2", 2, zookeeper, **{"replica.lag.time.max.ms": "3000"}, **control)
     follower = _kafka_follower(tmp_path, zookeeper, **control)
     for kafka_broker in (leader, follower):
         kafka_broker.settings["listeners"] += f",CONTROL://{HOST}:{control_ports[kafka_broker.broker_id]}"
-        closing.append(kafka_broker.start())
+    start_together(closing, leader, follower)  # the minikafka broker controls already
     zk = KazooClient(hosts=zookeeper.connect)
     zk.start(timeout=10)
     try:
@@ -230,19 +320,19 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
             wait_until(lambda: any((d / "doomed-0").is_dir() for d in follower.log_dirs), 60, interval=0.2,
                        what="the Kafka follower's replica of the doomed topic")
             follower.stop()
-            wait_until(lambda: "3" not in zk.get_children(f"{CHROOT}/brokers/ids"), 30, interval=0.2,
+            wait_until(lambda: "3" not in zk.get_children("/brokers/ids"), 30, interval=0.2,
                        what="the Kafka follower unregistered")
             admin.delete_topics(["doomed"], timeout_ms=30_000)
         finally:
             admin.close()
         wait_until(lambda: "deletion of topic doomed waits for broker 3, which is down" in controller.stderr_text(),
                    30, interval=0.2, what="the controller's word on the pending deletion")
-        assert zk.exists(f"{CHROOT}/brokers/topics/doomed") and zk.exists(f"{CHROOT}/admin/delete_topics/doomed")
+        assert zk.exists("/brokers/topics/doomed") and zk.exists("/admin/delete_topics/doomed")
         assert any((d / "doomed-0").is_dir() for d in follower.log_dirs)
         follower.start()
-        wait_until(lambda: zk.exists(f"{CHROOT}/admin/delete_topics/doomed") is None, 60, interval=0.2,
+        wait_until(lambda: zk.exists("/admin/delete_topics/doomed") is None, 60, interval=0.2,
                    what="the deletion done once the Kafka broker is back")
-        assert zk.exists(f"{CHROOT}/brokers/topics/doomed") is None
+        assert zk.exists("/brokers/topics/doomed") is None
         assert not any((d / "doomed-0").is_dir() for d in follower.log_dirs), "the Kafka broker kept its log"
         assert "controller event failed" not in controller.stderr_text()
     finally:
@@ -251,17 +341,21 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
 
 
 def test_a_minikafka_leader_changes_isrs_and_gets_producer_ids_through_a_kafka_controller(
-        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+        tmp_path: Path, zookeeper: ZkRoot, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # At the default inter.broker.protocol.version (3.9-IV0) a minikafka leader proposes its ISR
     # changes to the Kafka controller (AlterPartition) and asks it for producer ids
     # (AllocateProducerIds), as Kafka's brokers do, instead of writing ZooKeeper itself.
     controller = KafkaZkBroker(tmp_path / "kafka1", 1, zookeeper)
-    closing.append(controller.start())
     leader = minikafka_broker(tmp_path / "mini2", 2, zookeeper, **{
-        "minikafka.controller.eligible": "false", "replica.lag.time.max.ms": "5000"})
-    closing.append(leader.start())
+        "minikafka.controller.eligible": "false", "replica.lag.time.max.ms": "3000"})
     follower = _kafka_follower(tmp_path, zookeeper)
-    closing.append(follower.start())
+    controller.launch()
+    closing.append(controller)
+    leader.launch()
+    closing.append(leader)
+    controller.wait_serving()  # the controller, before the other Kafka broker could be
+    start_together(closing, follower)
+    leader.wait_ready(leader.ready_timeout)
     zk = KazooClient(hosts=zookeeper.connect)
     zk.start(timeout=10)
     try:
@@ -270,7 +364,9 @@ def test_a_minikafka_leader_changes_isrs_and_gets_producer_ids_through_a_kafka_c
         wait_until(lambda: sorted(_state(zk, "isr", 0)["isr"]) == [2, 3], 60, interval=0.2,
                    what="the minikafka leader's expansion of the ISR")
         assert _state(zk, "isr", 0)["leader"] == 2
-        assert leader.stderr_text().count("isr-0: in-sync replicas") >= 2
+        # The leader logs a change once the controller's answer is back: a moment after ZooKeeper shows it.
+        wait_until(lambda: leader.stderr_text().count("isr-0: in-sync replicas") >= 2, 10, interval=0.1,
+                   what="the minikafka leader's word on both ISR changes")
         assert "recorded by the controller: " in leader.stderr_text()
 
         _assert_producer_id_from_a_block_of(zk, leader.port, 2)
@@ -304,12 +400,11 @@ def _create_partitions_error(port: int, name: str) -> tuple[int, str | None]:
 
 
 def test_kafka_and_minikafka_brokers_read_each_others_racks_and_refuse_a_partial_rack_layout_alike(
-        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+        tmp_path: Path, zookeeper: ZkRoot, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     kafka_broker = KafkaZkBroker(tmp_path / "kafka1", 1, zookeeper, **{"broker.rack": "a"})
-    closing.append(kafka_broker.start())
     racked = minikafka_broker(tmp_path / "mini2", 2, zookeeper,
                               **{"broker.rack": "b", "minikafka.controller.eligible": "false"})
-    closing.append(racked.start())
+    start_together(closing, kafka_broker, racked)
     # Each kind shows the other's rack: the Kafka controller read minikafka's registration.
     both = {1: "a", 2: "b"}
     wait_until(lambda: _racks((HOST, kafka_broker.port)) == both == _racks(racked.address), 30, interval=0.2,
@@ -443,45 +538,45 @@ def _leads_one(via: KafkaZkBroker, topic: str, broker_id: int) -> bool:
 
 
 def test_a_kafka_broker_rolled_to_minikafka_and_back_keeps_every_acknowledged_record(
-        tmp_path: Path, zookeeper: ZooKeeperProcess, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
+        tmp_path: Path, zookeeper: ZkRoot, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # Preferred leaders come back within seconds, so that the rolled broker leads a partition
     # (Kafka followers fetch from minikafka), and Kafka leads it again on minikafka's segments.
-    settings = {"min.insync.replicas": "2", "leader.imbalance.check.interval.seconds": "3",
+    settings = {"min.insync.replicas": "2", "leader.imbalance.check.interval.seconds": "1",
                 "leader.imbalance.per.broker.percentage": "0"}
     kafkas = [KafkaZkBroker(tmp_path / f"kafka{i}", i, zookeeper, **settings) for i in (1, 2, 3)]
-    for k in kafkas:
-        closing.append(k.start())
+    closing.append(kafkas[0].start())  # the controller, as the roll of broker 3 supposes
+    start_together(closing, *kafkas[1:])
     first, rolled = kafkas[0], kafkas[2]
     admin = KafkaAdminClient(bootstrap_servers=first.bootstrap)
     try:
         admin.create_topics([NewTopic("roll", 3, 3)])
     finally:
         admin.close()
-    wait_until(lambda: _isr_everywhere(first, "roll", 3), 60, interval=0.5, what="a full ISR")
+    wait_until(lambda: _isr_everywhere(first, "roll", 3), 60, interval=0.2, what="a full ISR")
     with Load(first.bootstrap, "roll") as load:
-        wait_until(lambda: len(load.acknowledged) >= 200, 60, interval=0.2, what="records under way")
+        wait_until(lambda: len(load.acknowledged) >= 100, 60, interval=0.2, what="records under way")
 
         # Kafka -> minikafka: SIGTERM Kafka, then minikafka on the same properties and log dirs.
         rolled.stop()
-        wait_until(lambda: _isr_nowhere(first, "roll", 3), 60, interval=0.5, what="the stopped broker out of the ISR")
+        wait_until(lambda: _isr_nowhere(first, "roll", 3), 60, interval=0.2, what="the stopped broker out of the ISR")
         mini = MinikafkaOnKafkaProperties(rolled)
         closing.append(mini.start())
-        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.5,
+        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.2,
                    what="minikafka back in the ISR of every partition")
-        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.5, what="minikafka leading a partition")
+        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.2, what="minikafka leading a partition")
         count = len(load.acknowledged)
-        wait_until(lambda: len(load.acknowledged) >= count + 200, 60, interval=0.2,
+        wait_until(lambda: len(load.acknowledged) >= count + 100, 60, interval=0.2,
                    what="records acknowledged with minikafka leading")
         assert all("version=0" in (d / "meta.properties").read_text() for d in rolled.log_dirs)
 
         # minikafka -> Kafka: on what minikafka left.
         mini.stop()
         closing.append(rolled.start())
-        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.5,
+        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.2,
                    what="Kafka back in the ISR of every partition")
-        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.5, what="Kafka leading again")
+        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.2, what="Kafka leading again")
         count = len(load.acknowledged)
-        wait_until(lambda: len(load.acknowledged) >= count + 200, 60, interval=0.2, what="records after the roll")
+        wait_until(lambda: len(load.acknowledged) >= count + 100, 60, interval=0.2, what="records after the roll")
     assert load.failed == []
     read = _read_all(first.bootstrap, "roll", 3, len(load.acknowledged))
     assert len(read) == len(set(read)), "a record stored twice"

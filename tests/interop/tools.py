@@ -60,12 +60,12 @@ def main_class(tool: str, line: str) -> str:
 class ToolShell:
     """One JVM running Kafka main classes on request (ToolShell.java); not thread-safe."""
 
-    def __init__(self, line: str, log: Path) -> None:
+    def __init__(self, line: str, log: Path, extra_classpath: Sequence[Path] = ()) -> None:
         k = kafka(line)
         self.version = k.version
         self.log = log
         classes = k.compile([SHELL_SOURCE])
-        self.command = k.java_command("ToolShell", extra_classpath=[classes], heap="512m")
+        self.command = k.java_command("ToolShell", extra_classpath=[classes, *extra_classpath], heap="512m")
         with open(log, "ab") as stderr:
             self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=stderr)

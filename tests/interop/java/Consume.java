@@ -9,6 +9,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.utils.Exit;
 
 /**
  * Reads --topic. With --group it subscribes as a member of that group (classic protocol; the
@@ -65,7 +66,7 @@ public final class Consume {
             }
         }
         Json.print("done", complete, "count", count);
-        System.exit(complete ? 0 : 1);
+        Exit.exit(complete ? 0 : 1);
     }
 
     private static boolean done(KafkaConsumer<?, ?> consumer, Map<TopicPartition, Long> ends, int count,

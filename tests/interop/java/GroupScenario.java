@@ -3,11 +3,14 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.Future;
 import java.util.function.BooleanSupplier;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.Exit;
 
 /**
  * Members of one consumer group join, share --topic (--partitions partitions) with the
@@ -85,7 +88,7 @@ public final class GroupScenario {
         } catch (IllegalStateException timedOut) {
             Json.print("failure", timedOut.getMessage());
             stopAll(members);
-            System.exit(1);
+            Exit.exit(1);
         }
         stopAll(members);
         Json.print("done", true);
@@ -99,10 +102,16 @@ public final class GroupScenario {
 
     private static int produce(KafkaProducer<String, String> producer, String topic, String tag, int count,
                                int produced) throws Exception {
+        // Sent all at once, then each acknowledgement awaited: one round trip per batch, not per record.
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
         for (int i = 0; i < count; i++) {
             String key = String.format("%s-%06d", tag, i);
-            var metadata = producer.send(new ProducerRecord<>(topic, key, key)).get();
-            Json.print("produced", key, "partition", metadata.partition(), "offset", metadata.offset());
+            sent.add(producer.send(new ProducerRecord<>(topic, key, key)));
+        }
+        for (int i = 0; i < count; i++) {
+            var metadata = sent.get(i).get();
+            Json.print("produced", String.format("%s-%06d", tag, i), "partition", metadata.partition(),
+                       "offset", metadata.offset());
         }
         return produced + count;
     }

@@ -6,6 +6,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.Exit;
 
 /**
  * For each codec of --compression (a comma-separated list), one producer with acks=all,
@@ -60,6 +61,6 @@ public final class Produce {
             }
         }
         Json.print("done", true, "acked", acked.get(), "failed", failed.get());
-        System.exit(failed.get() == 0 ? 0 : 1);
+        Exit.exit(failed.get() == 0 ? 0 : 1);
     }
 }

@@ -1,8 +1,10 @@
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.Future;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -11,6 +13,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -85,13 +88,17 @@ public final class Transactions {
                 boolean commit = transactions != 2;
                 processor.beginTransaction();
                 Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
                 for (ConsumerRecord<String, String> record : records) {
-                    var sent = processor.send(new ProducerRecord<>(output, record.key(), "processed " + record.key()));
-                    var metadata = sent.get();
-                    Json.print("processed", record.key(), "partition", metadata.partition(),
-                               "offset", metadata.offset(), "txn", commit ? "committed" : "aborted");
+                    sent.add(processor.send(new ProducerRecord<>(output, record.key(), "processed " + record.key())));
                     next.put(new TopicPartition(record.topic(), record.partition()),
                              new OffsetAndMetadata(record.offset() + 1));
+                }
+                int at = 0;
+                for (ConsumerRecord<String, String> record : records) {
+                    var metadata = sent.get(at++).get();
+                    Json.print("processed", record.key(), "partition", metadata.partition(),
+                               "offset", metadata.offset(), "txn", commit ? "committed" : "aborted");
                 }
                 processor.sendOffsetsToTransaction(next, consumer.groupMetadata());
                 if (commit) {
@@ -123,11 +130,16 @@ public final class Transactions {
     private static void write(KafkaProducer<String, String> producer, String topic, String tag, int count,
                               boolean commit) throws Exception {
         producer.beginTransaction();
+        // Sent all at once, then each acknowledgement awaited: one round trip per batch, not per record.
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
         for (int i = 0; i < count; i++) {
             String key = String.format("%s-%06d", tag, i);
-            var metadata = producer.send(new ProducerRecord<>(topic, key, key)).get();
-            Json.print("written", key, "partition", metadata.partition(), "offset", metadata.offset(),
-                       "txn", commit ? "committed" : "aborted");
+            sent.add(producer.send(new ProducerRecord<>(topic, key, key)));
+        }
+        for (int i = 0; i < count; i++) {
+            var metadata = sent.get(i).get();
+            Json.print("written", String.format("%s-%06d", tag, i), "partition", metadata.partition(),
+                       "offset", metadata.offset(), "txn", commit ? "committed" : "aborted");
         }
         if (commit) {
             producer.commitTransaction();
