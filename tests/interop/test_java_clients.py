@@ -290,6 +290,11 @@ def test_consumer_protocol_members_reconcile_incrementally(plaintext: Target, ja
             before = held.get(instance, (set(), -1))
             if line["event"] == "revoked" and phase.startswith("restart-"):
                 continue  # the closing member's own callback: the restarted one must get the same back
+            if line["event"] == "assigned" and phase.startswith("restart-") and not partitions:
+                # The Java consumer reconciles what it can name: answered before its metadata has the
+                # topic's id, it calls back with none, then with the partitions (the broker's log
+                # shows one answer, with all of them).
+                continue
             if line["event"] == "assigned" and phase.startswith("restart-"):
                 # Its epoch as the callbacks report it can lag (a callback runs before the epoch moves):
                 # the partitions are what must come back.
