@@ -23,13 +23,13 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import TypeVar
 
 from prometheus_client import Gauge
 
 from minikafka.config.broker import BrokerConfig
-from minikafka.controller import elections, replica_log_ends
+from minikafka.controller import elections, replica_log_ends, requests
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
 from minikafka.controller.isr_proposals import IsrProposal, Unchanged, judge
 from minikafka.controller.reassignment import (
@@ -42,7 +42,7 @@ from minikafka.controller.reassignment import (
     leader_after,
     reassign,
 )
-from minikafka.controller.topic_deletion import TopicDeletions
+from minikafka.controller.state import ControllerState, PartitionRecord, TopicPartition, lost_replica
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.zk.kafka_zk import (
     ZOOKEEPER_UNAVAILABLE,
@@ -57,12 +57,9 @@ from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 T = TypeVar("T")
 Outcome = tuple[ErrorCode, str | None]
-LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
 WRITE_ATTEMPTS = 5  # a reassignment's first write, each on the state the last lost to
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 # An unclean election waiting for a replica's answer tries again this often, this many times.
 UNCLEAN_RETRY_S, UNCLEAN_ATTEMPTS = 2.0, 15
@@ -77,81 +74,6 @@ ACTIVE_CONTROLLER = Gauge("kafka_controller_KafkaController_ActiveControllerCoun
 OFFLINE_PARTITIONS = Gauge("kafka_controller_KafkaController_OfflinePartitionsCount",
                            "Partitions with no leader (their in-sync replicas are dead or on failed dirs); "
                            "counted by the active controller, 0 elsewhere")
-
-
-@dataclass
-class PartitionRecord:
-    """What the controller knows of one partition: its state znode and that znode's version."""
-
-    state: LeaderIsr
-    zk_version: int
-
-
-@dataclass
-class ControllerState:
-    epoch: int = -1
-    epoch_zk_version: int = -1
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    topics: dict[str, TopicAssignment] = field(default_factory=dict)
-    partitions: dict[TopicPartition, PartitionRecord] = field(default_factory=dict)
-    shutting_down: set[int] = field(default_factory=set)
-    deleting: set[str] = field(default_factory=set)
-    # Of each topic being deleted, which replicas are deleted, asked, or waited for (a broker down).
-    deletions: TopicDeletions = field(default_factory=TopicDeletions)
-    # Replicas on live brokers that cannot serve because their log dir failed (KIP-112): from
-    # the dirs a broker registers as offline, and from LeaderAndIsr answers of KAFKA_STORAGE_ERROR.
-    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
-
-    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
-        return tuple(self.topics[tp[0]].partitions[tp[1]])
-
-    def assignment_of(self, tp: TopicPartition) -> ReplicaAssignment:
-        topic = self.topics[tp[0]]
-        return ReplicaAssignment(tuple(topic.partitions[tp[1]]), tuple(topic.adding_replicas.get(tp[1], ())),
-                                 tuple(topic.removing_replicas.get(tp[1], ())))
-
-    def partitions_of(self, broker: int) -> list[TopicPartition]:
-        return [tp for tp in self.partitions if broker in self.replicas(tp)]
-
-    @property
-    def live(self) -> set[int]:
-        return set(self.brokers) - self.shutting_down
-
-    def eligible(self, tp: TopicPartition) -> set[int]:
-        """The brokers whose replica of ``tp`` may lead or stay in sync: live, its dir online."""
-        return {b for b in self.live if tp not in self.offline_replicas.get(b, ())}
-
-    def offline_replicas_of(self, tp: TopicPartition) -> list[int]:
-        """Metadata's offline replicas: on a dead broker or on a failed log dir."""
-        return [b for b in self.replicas(tp) if b not in self.brokers or tp in self.offline_replicas.get(b, ())]
-
-    def offline_by_dirs(self, broker: int) -> set[TopicPartition]:
-        """The broker's replicas recorded in a log dir it does not list online, when it lists a dir
-        offline: their data is on the failed disk (see ``lost_by_dirs`` for a dir it does not
-        list at all)."""
-        registration = self.brokers.get(broker)
-        if registration is None or not registration.offline_dirs:
-            return set()
-        online = registration.online_dir_ids
-        return {tp for tp in self.partitions_of(broker)
-                if (recorded := self.partitions[tp].state.directories.get(broker)) is not None
-                and recorded not in online}
-
-    def lost_by_dirs(self, broker: int) -> set[TopicPartition]:
-        """The broker's replicas recorded in a log dir it no longer has, when every dir it lists
-        is online: that disk was replaced (or dropped from log.dirs), so whatever replica the
-        broker holds now was re-created empty (KIP-858: its directory id is unknown to it)."""
-        registration = self.brokers.get(broker)
-        if registration is None or not registration.log_dirs or registration.offline_dirs:
-            return set()
-        return {tp for tp in self.partitions_of(broker)
-                if lost_replica(self.partitions[tp].state.directories.get(broker), registration)}
-
-
-def lost_replica(recorded: uuid.UUID | None, registration: BrokerRegistration) -> bool:
-    """Whether a replica recorded in dir ``recorded`` lost its data: the dir is not one its broker
-    registers online. Unknown (never reported) is not lost: there is no evidence either way."""
-    return recorded is not None and bool(registration.log_dirs) and recorded not in registration.online_dir_ids
 
 
 def _error_name(code: int) -> str:
@@ -1280,38 +1202,13 @@ class ZkController:
         self._send_update_metadata(self.state.brokers, changed)
 
     def _send_leader_and_isr(self, broker: int, partitions: list[TopicPartition], new: bool = False) -> None:
-        state = self.state
-        partitions = [tp for tp in partitions if tp in state.partitions and tp[0] not in state.deleting]
-        if not partitions:
+        body = requests.leader_and_isr(self.state, self.broker_id, broker, partitions, self.listener, new)
+        if body is None:
             return
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        leaders: set[int] = set()
-        for tp in partitions:
-            record = state.partitions[tp]
-            assignment = state.assignment_of(tp)
-            leaders.add(record.state.leader)
-            by_topic.setdefault(tp[0], []).append({
-                "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
-                "leader": record.state.leader, "leader_epoch": record.state.leader_epoch,
-                "isr": list(record.state.isr), "partition_epoch": record.zk_version,
-                "replicas": list(assignment.replicas), "adding_replicas": list(assignment.adding),
-                "removing_replicas": list(assignment.removing),
-                # A replica a reassignment adds is created here for the first time (KIP-112).
-                "is_new": new or broker in assignment.adding, "leader_recovery_state": 0})
-        live_leaders = []
-        for leader in sorted(leaders):
-            registration = state.brokers.get(leader)
-            address = registration.endpoint(self.listener) if registration is not None else None
-            if address is not None:
-                live_leaders.append({"broker_id": leader, "host_name": address[0], "port": address[1]})
-        registration = state.brokers.get(broker)
+        registration = self.state.brokers.get(broker)
         broker_epoch = registration.epoch if registration is not None else -1
-        self.channels.send(broker, LEADER_AND_ISR, {
-            "controller_id": self.broker_id, "controller_epoch": state.epoch, "type": 0,
-            "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}
-                             for name, ps in by_topic.items()],
-            "live_leaders": live_leaders},
-            on_response=lambda response: self._leader_and_isr_answered(broker, broker_epoch, response))
+        self.channels.send(broker, LEADER_AND_ISR, body,
+                           on_response=lambda response: self._leader_and_isr_answered(broker, broker_epoch, response))
 
     def _leader_and_isr_answered(self, broker: int, broker_epoch: int, response: Message) -> None:
         """A broker's per-partition answers tell which of its replicas are offline (KIP-112)."""
@@ -1346,45 +1243,12 @@ class ZkController:
                                                         "log dir")
 
     def _send_update_metadata(self, brokers: Iterable[int], partitions: dict[TopicPartition, PartitionRecord]) -> None:
-        state = self.state
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp, record in partitions.items():
-            if tp[0] not in state.topics:
-                continue
-            replicas = state.replicas(tp)
-            # A topic being deleted is marked so in every UpdateMetadata, as Kafka's controller
-            # does: a broker told of it (one that just registered) drops it rather than serve it.
-            leader = LEADER_DURING_DELETE if tp[0] in state.deleting else record.state.leader
-            by_topic.setdefault(tp[0], []).append({
-                "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
-                "leader": leader, "leader_epoch": record.state.leader_epoch,
-                "isr": list(record.state.isr), "zk_version": record.zk_version, "replicas": list(replicas),
-                "offline_replicas": state.offline_replicas_of(tp)})
-        body = {
-            "controller_id": self.broker_id, "controller_epoch": state.epoch,
-            "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}
-                             for name, ps in by_topic.items()],
-            "live_brokers": [{"id": b, "rack": r.rack, "endpoints": [
-                {"port": port, "host": host, "listener": listener,
-                 "security_protocol": SECURITY_PROTOCOL_IDS.get(protocol, 0)}
-                for listener, (host, port, protocol) in r.endpoints.items()]}
-                for b, r in sorted(state.brokers.items())]}
+        body = requests.update_metadata(self.state, self.broker_id, partitions)
         for broker in brokers:
             self.channels.send(broker, UPDATE_METADATA, body)
 
     def _send_stop_replica(self, broker: int, partitions: list[TopicPartition], delete: bool,
                            on_response: Callable[[Message], None] | None = None) -> None:
-        if not partitions:
-            return
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp in partitions:
-            record = self.state.partitions.get(tp)
-            by_topic.setdefault(tp[0], []).append({
-                "partition_index": tp[1], "delete_partition": delete,
-                "leader_epoch": LEADER_DURING_DELETE if tp[0] in self.state.deleting
-                else (record.state.leader_epoch if record else -1)})
-        self.channels.send(broker, STOP_REPLICA, {
-            "controller_id": self.broker_id, "controller_epoch": self.state.epoch,
-            "topic_states": [{"topic_name": name, "partition_states": ps} for name, ps in by_topic.items()]},
-            on_response=on_response)
-
+        body = requests.stop_replica(self.state, self.broker_id, partitions, delete)
+        if body is not None:
+            self.channels.send(broker, STOP_REPLICA, body, on_response=on_response)
