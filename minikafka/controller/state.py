@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from minikafka.controller.partition_states import NON_EXISTENT, OFFLINE, ONLINE, PartitionState, checked
 from minikafka.controller.reassignment import ReplicaAssignment
 from minikafka.controller.topic_deletion import TopicDeletions
 from minikafka.zk.kafka_zk import BrokerRegistration, LeaderIsr, TopicAssignment
@@ -39,6 +40,30 @@ class ControllerState:
     # Replicas on live brokers that cannot serve because their log dir failed (KIP-112): from
     # the dirs a broker registers as offline, and from LeaderAndIsr answers of KAFKA_STORAGE_ERROR.
     offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    # Each partition's state (partition_states.py); a partition not listed does not exist.
+    partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        return self.partition_states.get(tp, NON_EXISTENT)
+
+    def move_partition(self, tp: TopicPartition, to: PartitionState) -> None:
+        """Change ``tp``'s state to ``to`` if that is a legal change (else it is logged)."""
+        after = checked(tp[0], tp[1], self.partition_state(tp), to)
+        if after is NON_EXISTENT:
+            self.partition_states.pop(tp, None)
+        else:
+            self.partition_states[tp] = after
+
+    def leadership_state(self, tp: TopicPartition) -> PartitionState:
+        """Online if ``tp``'s recorded leader can serve (live, its dir online), else Offline."""
+        return ONLINE if self.partitions[tp].state.leader in self.eligible(tp) else OFFLINE
+
+    def record(self, tp: TopicPartition, record: PartitionRecord) -> PartitionRecord:
+        """Keep ``record`` as ``tp``'s state as written or read, its partition state following
+        its leader."""
+        self.partitions[tp] = record
+        self.move_partition(tp, self.leadership_state(tp))
+        return record
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(self.topics[tp[0]].partitions[tp[1]])

@@ -63,6 +63,7 @@ from minikafka.controller.events import (
     UncleanLeaderElection,
 )
 from minikafka.controller.isr_proposals import IsrProposal, Unchanged, judge
+from minikafka.controller.partition_states import NEW, NON_EXISTENT, OFFLINE
 from minikafka.controller.reassignment import (
     ReplicaAssignment,
     cancel,
@@ -320,8 +321,13 @@ class ZkController:
         indexes = sorted(assignment.partitions)
         states = await asyncio.gather(*(self.zk.partition_state(name, index) for index in indexes))
         for index, found in zip(indexes, states, strict=True):
+            tp = (name, index)
             if found is not None:
-                self.state.partitions[(name, index)] = PartitionRecord(*found)
+                # As found, not changed: Online or Offline as its leader is, whatever it was.
+                self.state.partitions[tp] = PartitionRecord(*found)
+                self.state.partition_states[tp] = self.state.leadership_state(tp)
+            else:
+                self.state.move_partition(tp, NEW)  # its state is written once a leader is elected
 
     def _open_channel(self, broker: int, registration: BrokerRegistration) -> None:
         """The channel of the controller's requests to ``broker``: to its control-plane listener
@@ -382,6 +388,8 @@ class ZkController:
     async def _brokers_failed(self, gone: list[int]) -> None:
         state = self.state
         led = [tp for tp, record in state.partitions.items() if record.state.leader in gone]
+        for tp in led:  # until a leader is elected, if one can be
+            state.move_partition(tp, OFFLINE)
         await self._elect_offline(led)
         # Followers on the dead brokers leave the ISR of the partitions that still have a leader.
         changed: dict[TopicPartition, PartitionRecord] = {}
@@ -804,6 +812,8 @@ class ZkController:
                 tp = (name, index)
                 if tp in state.partitions:
                     continue
+                if state.partition_state(tp) is NON_EXISTENT:
+                    state.move_partition(tp, NEW)
                 chosen = elections.new_partition(replicas, state.live)
                 if chosen is None:
                     log.error("%s-%d cannot start: none of its replicas %s is alive", name, index, list(replicas))
@@ -816,7 +826,7 @@ class ZkController:
         versions = await self.zk.create_partition_states(new_states, state.epoch_zk_version)
         created: dict[TopicPartition, PartitionRecord] = {}
         for tp, leader_isr in new_states.items():
-            created[tp] = state.partitions[tp] = PartitionRecord(leader_isr, versions[tp])
+            created[tp] = state.record(tp, PartitionRecord(leader_isr, versions[tp]))
         if created:
             topics = sorted({t for t, _ in created})
             log.info("created %d partition(s) of %s", len(created), ", ".join(topics))
@@ -885,6 +895,10 @@ class ZkController:
         self.state.topics.pop(name, None)
         for tp in [tp for tp in self.state.partitions if tp[0] == name]:
             del self.state.partitions[tp]
+        # As Kafka's controller deletes a topic's partitions: offline first, then gone.
+        for tp in [tp for tp in self.state.partition_states if tp[0] == name]:
+            self.state.move_partition(tp, OFFLINE)
+            self.state.move_partition(tp, NON_EXISTENT)
 
     # ---- ISR changes made by leaders -----------------------------------------------------
     async def _isr_changed(self) -> None:
@@ -895,7 +909,7 @@ class ZkController:
                 if tp in self.state.partitions and tp not in changed:
                     found = await self.zk.partition_state(*tp)
                     if found is not None:
-                        changed[tp] = self.state.partitions[tp] = PartitionRecord(*found)
+                        changed[tp] = self.state.record(tp, PartitionRecord(*found))
         if changed:
             self._send_update_metadata(self.state.brokers, changed)
         for tp in changed:
@@ -1192,13 +1206,13 @@ class ZkController:
         except StaleState:
             found = await self.zk.partition_state(*tp)
             if found is not None:
-                state.partitions[tp] = PartitionRecord(*found)
+                state.record(tp, PartitionRecord(*found))
             log.info("%s-%d changed while the controller decided; it will decide again", tp[0], tp[1])
             self._post_while_controller(ElectAgain(tp))
             return None
         if topic is not None:
             state.topics[tp[0]] = topic
-        updated = state.partitions[tp] = PartitionRecord(new_state, version)
+        updated = state.record(tp, PartitionRecord(new_state, version))
         return updated
 
     async def _decide_and_write(self, partitions: Iterable[TopicPartition],
@@ -1219,12 +1233,13 @@ class ZkController:
             {tp: (new_state, state.partitions[tp].zk_version) for tp, new_state in stamped.items()},
             state.epoch_zk_version)
         written = {tp: PartitionRecord(stamped[tp], version) for tp, version in versions.items()}
-        state.partitions.update(written)
+        for tp, record in written.items():
+            state.record(tp, record)
         if lost:
             fresh = await asyncio.gather(*(self.zk.partition_state(*tp) for tp in lost))
             for tp, found in zip(lost, fresh, strict=True):
                 if found is not None:
-                    state.partitions[tp] = PartitionRecord(*found)
+                    state.record(tp, PartitionRecord(*found))
             log.info("%s changed while the controller decided; deciding again", _names(lost))
             for tp in lost:
                 if tp in state.partitions and (new_state := decide(tp)) is not None \
