@@ -14,8 +14,9 @@ Events (events.py: watches firing, brokers' answers, timers, requests from broke
 handled one at a time, in order, by one task, each by the method ``HANDLERS`` names for its
 type; nothing here is touched from another thread. A request (``_ask``) is an event whose
 asker awaits its handler's result. The bodies of the requests to brokers are built by
-requests.py. A ZooKeeper error during an event makes
-the controller resign and stand again for election, which re-reads everything.
+requests.py, and the partitions' state changes are checked by partition_states.py. A
+ZooKeeper error during an event makes the controller resign and stand again for election,
+which re-reads everything.
 """
 
 from __future__ import annotations
