@@ -33,7 +33,7 @@ REQUEST_TIMEOUT_S = 30.0
 @dataclass
 class _Pending:
     api_key: int
-    body: dict[str, Any]
+    body: Mapping[str, Any]
     on_response: Callable[[Message], None] | None
 
 
@@ -91,7 +91,7 @@ class BrokerChannel:
         if pending.on_response is not None:
             pending.on_response(response)
 
-    def send(self, api_key: int, body: dict[str, Any], on_response: Callable[[Message], None] | None = None) -> None:
+    def send(self, api_key: int, body: Mapping[str, Any], on_response: Callable[[Message], None] | None = None) -> None:
         self.queue.put_nowait(_Pending(api_key, body, on_response))
 
     async def close(self) -> None:
@@ -127,7 +127,7 @@ class ControllerChannels:
         if channel is not None:
             await channel.close()
 
-    def send(self, broker_id: int, api_key: int, body: dict[str, Any],
+    def send(self, broker_id: int, api_key: int, body: Mapping[str, Any],
              on_response: Callable[[Message], None] | None = None) -> None:
         channel = self.channels.get(broker_id)
         if channel is not None:

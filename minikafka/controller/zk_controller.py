@@ -10,9 +10,13 @@ broker what it decided with LeaderAndIsr, UpdateMetadata and StopReplica. Each o
 a partition's state is conditional on the state's zk version and on the controller epoch
 znode's version, so a deposed controller cannot overwrite its successor's decisions.
 
-Events (watches firing, requests from brokers) are handled one at a time, in order, by one
-task; nothing here is touched from another thread. A ZooKeeper error during an event makes
-the controller resign and stand again for election, which re-reads everything.
+Events (events.py: watches firing, brokers' answers, timers, requests from brokers) are
+handled one at a time, in order, by one task, each by the method ``HANDLERS`` names for its
+type; nothing here is touched from another thread. A request (``_ask``) is an event whose
+asker awaits its handler's result. The bodies of the requests to brokers are built by
+requests.py, and the partitions' state changes are checked by partition_states.py. A
+ZooKeeper error during an event makes the controller resign and stand again for election,
+which re-reads everything.
 """
 
 from __future__ import annotations
@@ -23,15 +27,44 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from prometheus_client import Gauge
 
 from minikafka.config.broker import BrokerConfig
-from minikafka.controller import elections, replica_log_ends
+from minikafka.controller import elections, replica_log_ends, requests
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
+from minikafka.controller.events import (
+    AllocateProducerIds,
+    AlterPartition,
+    AlterReassignments,
+    AssignReplicasToDirs,
+    AutoLeaderRebalance,
+    BrokersChanged,
+    ControlledShutdown,
+    ControllerElection,
+    ControllerEvent,
+    ControllerMoved,
+    ElectAgain,
+    FinishReassignment,
+    IsrChangeNotification,
+    LeaderAndIsrAnswered,
+    ListReassignments,
+    LogDirEventNotification,
+    PreferredLeaderElection,
+    ReassignmentRequested,
+    SessionExpired,
+    TopicChanged,
+    TopicDeletionAnswered,
+    TopicDeletionsRequested,
+    TopicsChanged,
+    UncleanConfigChanged,
+    UncleanElectionRetry,
+    UncleanLeaderElection,
+)
 from minikafka.controller.isr_proposals import IsrProposal, Unchanged, judge
+from minikafka.controller.partition_states import NEW, NON_EXISTENT, OFFLINE
 from minikafka.controller.reassignment import (
     ReplicaAssignment,
     cancel,
@@ -42,7 +75,7 @@ from minikafka.controller.reassignment import (
     leader_after,
     reassign,
 )
-from minikafka.controller.topic_deletion import TopicDeletions
+from minikafka.controller.state import ControllerState, PartitionRecord, TopicPartition, lost_replica
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
 from minikafka.zk.kafka_zk import (
     ZOOKEEPER_UNAVAILABLE,
@@ -57,17 +90,15 @@ from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-T = TypeVar("T")
 Outcome = tuple[ErrorCode, str | None]
-LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (brokers drop it)
 WRITE_ATTEMPTS = 5  # a reassignment's first write, each on the state the last lost to
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 # An unclean election waiting for a replica's answer tries again this often, this many times.
 UNCLEAN_RETRY_S, UNCLEAN_ATTEMPTS = 2.0, 15
 # How long a stopping controller waits for its last requests to reach the brokers.
 CHANNEL_DRAIN_S = 2.0
+# An event that takes this long (every other waits meanwhile) is logged with its name.
+SLOW_EVENT_S = 5.0
 # AlterPartition's answer for one partition: an error, or the partition's state as recorded.
 AlterPartitionResult = tuple[ErrorCode, "PartitionRecord | None"]
 _CHANGED_MEANWHILE: tuple[ErrorCode, str | None] = (ErrorCode.NOT_CONTROLLER, "the partition changed meanwhile; try again")
@@ -77,81 +108,6 @@ ACTIVE_CONTROLLER = Gauge("kafka_controller_KafkaController_ActiveControllerCoun
 OFFLINE_PARTITIONS = Gauge("kafka_controller_KafkaController_OfflinePartitionsCount",
                            "Partitions with no leader (their in-sync replicas are dead or on failed dirs); "
                            "counted by the active controller, 0 elsewhere")
-
-
-@dataclass
-class PartitionRecord:
-    """What the controller knows of one partition: its state znode and that znode's version."""
-
-    state: LeaderIsr
-    zk_version: int
-
-
-@dataclass
-class ControllerState:
-    epoch: int = -1
-    epoch_zk_version: int = -1
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    topics: dict[str, TopicAssignment] = field(default_factory=dict)
-    partitions: dict[TopicPartition, PartitionRecord] = field(default_factory=dict)
-    shutting_down: set[int] = field(default_factory=set)
-    deleting: set[str] = field(default_factory=set)
-    # Of each topic being deleted, which replicas are deleted, asked, or waited for (a broker down).
-    deletions: TopicDeletions = field(default_factory=TopicDeletions)
-    # Replicas on live brokers that cannot serve because their log dir failed (KIP-112): from
-    # the dirs a broker registers as offline, and from LeaderAndIsr answers of KAFKA_STORAGE_ERROR.
-    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
-
-    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
-        return tuple(self.topics[tp[0]].partitions[tp[1]])
-
-    def assignment_of(self, tp: TopicPartition) -> ReplicaAssignment:
-        topic = self.topics[tp[0]]
-        return ReplicaAssignment(tuple(topic.partitions[tp[1]]), tuple(topic.adding_replicas.get(tp[1], ())),
-                                 tuple(topic.removing_replicas.get(tp[1], ())))
-
-    def partitions_of(self, broker: int) -> list[TopicPartition]:
-        return [tp for tp in self.partitions if broker in self.replicas(tp)]
-
-    @property
-    def live(self) -> set[int]:
-        return set(self.brokers) - self.shutting_down
-
-    def eligible(self, tp: TopicPartition) -> set[int]:
-        """The brokers whose replica of ``tp`` may lead or stay in sync: live, its dir online."""
-        return {b for b in self.live if tp not in self.offline_replicas.get(b, ())}
-
-    def offline_replicas_of(self, tp: TopicPartition) -> list[int]:
-        """Metadata's offline replicas: on a dead broker or on a failed log dir."""
-        return [b for b in self.replicas(tp) if b not in self.brokers or tp in self.offline_replicas.get(b, ())]
-
-    def offline_by_dirs(self, broker: int) -> set[TopicPartition]:
-        """The broker's replicas recorded in a log dir it does not list online, when it lists a dir
-        offline: their data is on the failed disk (see ``lost_by_dirs`` for a dir it does not
-        list at all)."""
-        registration = self.brokers.get(broker)
-        if registration is None or not registration.offline_dirs:
-            return set()
-        online = registration.online_dir_ids
-        return {tp for tp in self.partitions_of(broker)
-                if (recorded := self.partitions[tp].state.directories.get(broker)) is not None
-                and recorded not in online}
-
-    def lost_by_dirs(self, broker: int) -> set[TopicPartition]:
-        """The broker's replicas recorded in a log dir it no longer has, when every dir it lists
-        is online: that disk was replaced (or dropped from log.dirs), so whatever replica the
-        broker holds now was re-created empty (KIP-858: its directory id is unknown to it)."""
-        registration = self.brokers.get(broker)
-        if registration is None or not registration.log_dirs or registration.offline_dirs:
-            return set()
-        return {tp for tp in self.partitions_of(broker)
-                if lost_replica(self.partitions[tp].state.directories.get(broker), registration)}
-
-
-def lost_replica(recorded: uuid.UUID | None, registration: BrokerRegistration) -> bool:
-    """Whether a replica recorded in dir ``recorded`` lost its data: the dir is not one its broker
-    registers online. Unknown (never reported) is not lost: there is no evidence either way."""
-    return recorded is not None and bool(registration.log_dirs) and recorded not in registration.online_dir_ids
 
 
 def _error_name(code: int) -> str:
@@ -180,7 +136,7 @@ class ZkController:
         self.listener = inter_broker_listener
         self.state = ControllerState()
         self.active = False
-        self._events: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self._events: asyncio.Queue[_Queued] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
         self.channels = ControllerChannels(self.broker_id, self.security,
@@ -191,10 +147,12 @@ class ZkController:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
         if not self.config["minikafka.controller.eligible"]:
             log.info("broker %d never stands for controller (minikafka.controller.eligible=false)", self.broker_id)
-        self.post(self._elect)
+        self.post(ControllerElection())
 
-    def post(self, event: Callable[[], Awaitable[None]]) -> None:
-        self._events.put_nowait(event)
+    def post(self, event: ControllerEvent | Callable[[], Awaitable[None]]) -> None:
+        """Queue ``event`` to be handled in turn. A bare coroutine function is awaited as it is:
+        tests hold the queue with one, as a slow event would."""
+        self._events.put_nowait(_Queued(event))
 
     async def stop(self) -> None:
         if self.active:
@@ -215,67 +173,76 @@ class ZkController:
         await self.channels.close()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            event = await self._events.get()
+            queued = await self._events.get()
+            started = loop.time()
             try:
-                await event()
+                await self._handle(queued)
                 self._export_counts()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # ZooKeeper gone, a lost race: start over from ZooKeeper
-                log.error("controller event failed (%s: %s); resigning and standing for election again",
-                          type(exc).__name__, exc,
+                log.error("controller event failed while handling %s (%s: %s); resigning and standing for "
+                          "election again", queued.name, type(exc).__name__, exc,
                           exc_info=not isinstance(exc, (OSError, StaleState, *ZOOKEEPER_UNAVAILABLE)))
                 await self._resign()
                 # Give up /controller too, as Kafka's controller does, so that an election runs.
                 with contextlib.suppress(Exception):
                     await self.zk.resign_controller(self.broker_id)
                 await asyncio.sleep(0.5)
-                self.post(self._elect)
+                self.post(ControllerElection())
+                continue
+            took = loop.time() - started
+            if took >= SLOW_EVENT_S:
+                log.warning("the controller took %.1f s to handle %s; every other event waited meanwhile",
+                            took, queued.name)
 
-    async def _ask(self, work: Callable[[], Awaitable[T]]) -> T:
-        """Run ``work`` as an event (in turn with every other) and wait for its answer."""
-        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    async def _handle(self, queued: _Queued) -> None:
+        event = queued.event
+        if queued.epoch is not None and not (self.active and self.state.epoch == queued.epoch):
+            return
+        if not isinstance(event, ControllerEvent):
+            await event()
+            return
+        handler = self.HANDLERS[type(event)]
+        try:
+            result = await handler(self, **event.arguments())
+        except Exception as exc:
+            if queued.answer is not None and not queued.answer.done():
+                queued.answer.set_exception(exc)
+            raise
+        if queued.answer is not None and not queued.answer.done():  # the asker may have gone
+            queued.answer.set_result(result)
 
-        async def event() -> None:
-            try:
-                result = await work()
-            except Exception as exc:
-                if not done.done():
-                    done.set_exception(exc)
-                raise
-            if not done.done():  # the asker may have gone (its connection closed)
-                done.set_result(result)
-        self.post(event)
-        return await done
+    async def _ask(self, request: ControllerEvent) -> Any:
+        """Handle ``request`` as an event (in turn with every other) and wait for its answer."""
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._events.put_nowait(_Queued(request, answer=answer))
+        return await answer
 
-    def _watch(self, event: Callable[[], Awaitable[None]]) -> Callable[[], None]:
+    def _watch(self, event: ControllerEvent) -> Callable[[], None]:
         """A ZooKeeper watch callback that queues ``event`` while this broker is controller."""
         def fired() -> None:
             if self.active:
                 self._post_while_controller(event)
         return fired
 
-    def _post_while_controller(self, event: Callable[[], Awaitable[None]]) -> None:
+    def _post_while_controller(self, event: ControllerEvent) -> None:
         """Queue ``event`` for this controllership only: by the time it runs this broker may have
         resigned (its session expired with events still queued), and a former controller acting
         on what it learnt took notifications away from its successor."""
-        epoch = self.state.epoch
-
-        async def while_controller() -> None:
-            if self.active and self.state.epoch == epoch:
-                await event()
-        self.post(while_controller)
+        self._events.put_nowait(_Queued(event, epoch=self.state.epoch))
 
     async def _elect(self) -> None:
         if self.active or not self.config["minikafka.controller.eligible"]:
             return
-        current = await self.zk.controller_id(watch=lambda: self.post(self._elect))
+        current = await self.zk.controller_id(watch=lambda: self.post(ControllerElection()))
         if current is not None:
             return
         won = await self.zk.try_become_controller(self.broker_id)
         if won is None:
-            await self.zk.controller_id(watch=lambda: self.post(self._elect))
+            await self.zk.controller_id(watch=lambda: self.post(ControllerElection()))
             return
         self.state = ControllerState(epoch=won[0], epoch_zk_version=won[1])
         self.active = True
@@ -309,7 +276,7 @@ class ZkController:
 
     async def controller_moved(self) -> None:
         """The /controller znode changed: resign if it is not ours any more, else stand."""
-        current = await self.zk.controller_id(watch=lambda: self.post(self.controller_moved))
+        current = await self.zk.controller_id(watch=lambda: self.post(ControllerMoved()))
         if current != self.broker_id:
             await self._resign()
         if current is None:
@@ -318,17 +285,17 @@ class ZkController:
     # ---- taking over ---------------------------------------------------------------------
     async def _take_over(self) -> None:
         """Read everything, fix what no controller looked after, and tell every broker."""
-        await self.zk.controller_id(watch=lambda: self.post(self.controller_moved))
+        await self.zk.controller_id(watch=lambda: self.post(ControllerMoved()))
         # As Kafka's controller does at inter.broker.protocol.version 2.7 or later (KIP-584).
         await self.zk.enable_feature_versioning()
         state = self.state
-        state.brokers = await self.zk.live_brokers(watch=self._watch(self._brokers_changed))
+        state.brokers = await self.zk.live_brokers(watch=self._watch(BrokersChanged()))
         for broker, registration in state.brokers.items():
             self._open_channel(broker, registration)
-        for name in await self.zk.topic_names(watch=self._watch(self._topics_changed)):
+        for name in await self.zk.topic_names(watch=self._watch(TopicsChanged())):
             await self._load_topic(name)
-        state.deleting = set(await self.zk.topics_to_delete(watch=self._watch(self._deletions_requested)))
-        await self.zk.isr_change_notifications(watch=self._watch(self._isr_changed))
+        state.deleting = set(await self.zk.topics_to_delete(watch=self._watch(TopicDeletionsRequested())))
+        await self.zk.isr_change_notifications(watch=self._watch(IsrChangeNotification()))
         state.offline_replicas = {b: state.offline_by_dirs(b) for b in state.brokers}
         for broker in sorted(state.brokers):
             await self._replicas_lost(broker, state.lost_by_dirs(broker))
@@ -347,7 +314,7 @@ class ZkController:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_periodically())
 
     async def _load_topic(self, name: str) -> None:
-        assignment = await self.zk.topic_assignment(name, watch=self._watch(lambda: self._topic_changed(name)))
+        assignment = await self.zk.topic_assignment(name, watch=self._watch(TopicChanged(name)))
         if assignment is None:
             return
         self.state.topics[name] = assignment
@@ -355,8 +322,13 @@ class ZkController:
         indexes = sorted(assignment.partitions)
         states = await asyncio.gather(*(self.zk.partition_state(name, index) for index in indexes))
         for index, found in zip(indexes, states, strict=True):
+            tp = (name, index)
             if found is not None:
-                self.state.partitions[(name, index)] = PartitionRecord(*found)
+                # As found, not changed: Online or Offline as its leader is, whatever it was.
+                self.state.partitions[tp] = PartitionRecord(*found)
+                self.state.partition_states[tp] = self.state.leadership_state(tp)
+            else:
+                self.state.move_partition(tp, NEW)  # its state is written once a leader is elected
 
     def _open_channel(self, broker: int, registration: BrokerRegistration) -> None:
         """The channel of the controller's requests to ``broker``: to its control-plane listener
@@ -378,7 +350,7 @@ class ZkController:
     # ---- brokers come and go -------------------------------------------------------------
     async def _brokers_changed(self) -> None:
         state = self.state
-        now = await self.zk.live_brokers(watch=self._watch(self._brokers_changed))
+        now = await self.zk.live_brokers(watch=self._watch(BrokersChanged()))
         gone = sorted(set(state.brokers) - set(now))
         # A broker that re-registered (a new session, a restart) has a new epoch: treat it as new.
         came = sorted(b for b in now if b not in state.brokers or now[b].epoch != state.brokers[b].epoch)
@@ -417,6 +389,8 @@ class ZkController:
     async def _brokers_failed(self, gone: list[int]) -> None:
         state = self.state
         led = [tp for tp, record in state.partitions.items() if record.state.leader in gone]
+        for tp in led:  # until a leader is elected, if one can be
+            state.move_partition(tp, OFFLINE)
         await self._elect_offline(led)
         # Followers on the dead brokers leave the ISR of the partitions that still have a leader.
         changed: dict[TopicPartition, PartitionRecord] = {}
@@ -572,17 +546,19 @@ class ZkController:
                       _names(partitions), attempt)
             return
 
-        async def again() -> None:
-            state = self.state
-            still = [tp for tp in partitions if tp in state.partitions and tp[0] not in state.deleting
-                     and state.partitions[tp].state.leader not in state.eligible(tp)
-                     and elections.offline_partition(state.replicas(tp), state.partitions[tp].state.isr,
-                                                     state.eligible(tp)) is None
-                     and await self._unclean_allowed(tp[0])]
-            if still:
-                changed, _ = await self._elect_unclean(still, retry=True, attempt=attempt + 1)
-                self._tell_replicas(changed)
-        asyncio.get_running_loop().call_later(UNCLEAN_RETRY_S, self._post_while_controller, again)
+        asyncio.get_running_loop().call_later(UNCLEAN_RETRY_S, self._post_while_controller,
+                                              UncleanElectionRetry(tuple(partitions), attempt))
+
+    async def _retry_unclean_election(self, partitions: Sequence[TopicPartition], attempt: int) -> None:
+        state = self.state
+        still = [tp for tp in partitions if tp in state.partitions and tp[0] not in state.deleting
+                 and state.partitions[tp].state.leader not in state.eligible(tp)
+                 and elections.offline_partition(state.replicas(tp), state.partitions[tp].state.isr,
+                                                 state.eligible(tp)) is None
+                 and await self._unclean_allowed(tp[0])]
+        if still:
+            changed, _ = await self._elect_unclean(still, retry=True, attempt=attempt + 1)
+            self._tell_replicas(changed)
 
     async def _unclean_allowed(self, topic: str) -> bool:
         """The topic's unclean.leader.election.enable, else this broker's (its own dynamic
@@ -596,7 +572,7 @@ class ZkController:
         """A topic's configs (``topic``) or the broker configs changed: if that allows unclean
         elections now, offline partitions get one at once, as Kafka's controller does."""
         if self.active:
-            self._post_while_controller(lambda: self._unclean_config_changed(topic))
+            self._post_while_controller(UncleanConfigChanged(topic))
 
     async def _unclean_config_changed(self, topic: str | None) -> None:
         offline = [tp for tp in self._leaderless() if topic is None or tp[0] == topic]
@@ -615,7 +591,7 @@ class ZkController:
         all its partitions makes it report any other (its answers come to
         ``_leader_and_isr_answered``). The notification is deleted once handled: the broker
         takes that as the controller's acknowledgement."""
-        notifications = await self.zk.log_dir_failure_notifications(watch=self._watch(self._log_dir_events))
+        notifications = await self.zk.log_dir_failure_notifications(watch=self._watch(LogDirEventNotification()))
         if not notifications:
             return
         state = self.state
@@ -699,10 +675,10 @@ class ZkController:
                                       ) -> tuple[ErrorCode, dict[tuple[uuid.UUID, int], ErrorCode]]:
         """Record which log dir (directory id) holds each of ``broker``'s replicas, given as
         (topic id, partition, directory id); per partition NONE or why not."""
-        return await self._ask(lambda: self._assign_replicas_to_dirs(broker, broker_epoch, assignments))
+        return await self._ask(AssignReplicasToDirs(broker, broker_epoch, assignments))
 
     async def _assign_replicas_to_dirs(self, broker: int, broker_epoch: int,
-                                       assignments: list[tuple[uuid.UUID, int, uuid.UUID]]
+                                       assignments: Sequence[tuple[uuid.UUID, int, uuid.UUID]]
                                        ) -> tuple[ErrorCode, dict[tuple[uuid.UUID, int], ErrorCode]]:
         state = self.state
         registration = state.brokers.get(broker)
@@ -750,7 +726,7 @@ class ZkController:
                               ) -> tuple[ErrorCode, dict[tuple[str | uuid.UUID, int], AlterPartitionResult]]:
         """``broker``, leading the partitions (each keyed by topic name or id, and index),
         proposes their new ISRs; per partition the error, or the state now recorded."""
-        return await self._ask(lambda: self._alter_partition(broker, broker_epoch, proposals))
+        return await self._ask(AlterPartition(broker, broker_epoch, proposals))
 
     async def _alter_partition(self, broker: int, broker_epoch: int,
                                proposals: Mapping[tuple[str | uuid.UUID, int], IsrProposal]
@@ -800,30 +776,31 @@ class ZkController:
 
     async def allocate_producer_ids(self, broker: int, broker_epoch: int) -> tuple[ErrorCode, range]:
         """The next block of producer ids for ``broker``, claimed in /latest_producer_id_block."""
-        async def allocate() -> tuple[ErrorCode, range]:
-            registration = self.state.brokers.get(broker)
-            if not self.active:
-                return ErrorCode.NOT_CONTROLLER, range(0)
-            if registration is None or registration.epoch != broker_epoch:
-                return ErrorCode.STALE_BROKER_EPOCH, range(0)
-            return ErrorCode.NONE, await self.zk.allocate_producer_ids(broker)
-        return await self._ask(allocate)
+        return await self._ask(AllocateProducerIds(broker, broker_epoch))
+
+    async def _allocate_producer_ids(self, broker: int, broker_epoch: int) -> tuple[ErrorCode, range]:
+        registration = self.state.brokers.get(broker)
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, range(0)
+        if registration is None or registration.epoch != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, range(0)
+        return ErrorCode.NONE, await self.zk.allocate_producer_ids(broker)
 
     # ---- topics --------------------------------------------------------------------------
     async def _topics_changed(self) -> None:
-        names = set(await self.zk.topic_names(watch=self._watch(self._topics_changed)))
+        names = set(await self.zk.topic_names(watch=self._watch(TopicsChanged())))
         state = self.state
         await asyncio.gather(*(self._load_topic(name) for name in sorted(names - set(state.topics))))
         for name in set(state.topics) - names:
             self._forget_topic(name)
         await self._create_missing_partitions()
 
-    async def _topic_changed(self, name: str) -> None:
+    async def _topic_changed(self, topic: str) -> None:
         """A topic's assignment changed (CreatePartitions)."""
-        assignment = await self.zk.topic_assignment(name, watch=self._watch(lambda: self._topic_changed(name)))
+        assignment = await self.zk.topic_assignment(topic, watch=self._watch(TopicChanged(topic)))
         if assignment is None:
             return
-        self.state.topics[name] = assignment
+        self.state.topics[topic] = assignment
         await self._create_missing_partitions()
 
     async def _create_missing_partitions(self) -> None:
@@ -836,6 +813,8 @@ class ZkController:
                 tp = (name, index)
                 if tp in state.partitions:
                     continue
+                if state.partition_state(tp) is NON_EXISTENT:
+                    state.move_partition(tp, NEW)
                 chosen = elections.new_partition(replicas, state.live)
                 if chosen is None:
                     log.error("%s-%d cannot start: none of its replicas %s is alive", name, index, list(replicas))
@@ -848,14 +827,14 @@ class ZkController:
         versions = await self.zk.create_partition_states(new_states, state.epoch_zk_version)
         created: dict[TopicPartition, PartitionRecord] = {}
         for tp, leader_isr in new_states.items():
-            created[tp] = state.partitions[tp] = PartitionRecord(leader_isr, versions[tp])
+            created[tp] = state.record(tp, PartitionRecord(leader_isr, versions[tp]))
         if created:
             topics = sorted({t for t, _ in created})
             log.info("created %d partition(s) of %s", len(created), ", ".join(topics))
             self._tell_replicas(created, new=True)
 
     async def _deletions_requested(self) -> None:
-        requested = set(await self.zk.topics_to_delete(watch=self._watch(self._deletions_requested)))
+        requested = set(await self.zk.topics_to_delete(watch=self._watch(TopicDeletionsRequested())))
         self.state.deleting |= requested
         await self._delete_topics()
 
@@ -890,17 +869,19 @@ class ZkController:
         """A broker's answer to a StopReplica with deletion of ``sent``: per partition, its error,
         else the request's; a partition it does not answer for is not deleted."""
         codes = {(p.topic_name, p.partition_index): p.error_code for p in response.get("partition_errors") or []}
+        errors = []
+        for tp in sent:
+            code = response.error_code or codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+            errors.append((tp, None if code == ErrorCode.NONE else _error_name(code)))
+        self._post_while_controller(TopicDeletionAnswered(broker, tuple(errors)))
 
-        async def record() -> None:
-            state = self.state
-            for tp in sent:
-                code = response.error_code or codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
-                error = None if code == ErrorCode.NONE else _error_name(code)
-                state.deletions.answered(tp[0], broker, tp, error)
-                if error is not None:
-                    log.warning("broker %d could not delete its replica of %s-%d: %s", broker, tp[0], tp[1], error)
-            await self._delete_topics()
-        self._post_while_controller(record)
+    async def _deletion_recorded(self, broker: int, errors: Sequence[tuple[TopicPartition, str | None]]) -> None:
+        state = self.state
+        for tp, error in errors:
+            state.deletions.answered(tp[0], broker, tp, error)
+            if error is not None:
+                log.warning("broker %d could not delete its replica of %s-%d: %s", broker, tp[0], tp[1], error)
+        await self._delete_topics()
 
     async def _topic_deleted(self, name: str) -> None:
         """Every replica is deleted: the topic's znodes go, and its name is free."""
@@ -915,17 +896,21 @@ class ZkController:
         self.state.topics.pop(name, None)
         for tp in [tp for tp in self.state.partitions if tp[0] == name]:
             del self.state.partitions[tp]
+        # As Kafka's controller deletes a topic's partitions: offline first, then gone.
+        for tp in [tp for tp in self.state.partition_states if tp[0] == name]:
+            self.state.move_partition(tp, OFFLINE)
+            self.state.move_partition(tp, NON_EXISTENT)
 
     # ---- ISR changes made by leaders -----------------------------------------------------
     async def _isr_changed(self) -> None:
-        notifications = await self.zk.isr_change_notifications(watch=self._watch(self._isr_changed))
+        notifications = await self.zk.isr_change_notifications(watch=self._watch(IsrChangeNotification()))
         changed: dict[TopicPartition, PartitionRecord] = {}
         for _, partitions in notifications:
             for tp in partitions:
                 if tp in self.state.partitions and tp not in changed:
                     found = await self.zk.partition_state(*tp)
                     if found is not None:
-                        changed[tp] = self.state.partitions[tp] = PartitionRecord(*found)
+                        changed[tp] = self.state.record(tp, PartitionRecord(*found))
         if changed:
             self._send_update_metadata(self.state.brokers, changed)
         for tp in changed:
@@ -939,7 +924,7 @@ class ZkController:
     async def controlled_shutdown(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
         """Move leadership off ``broker`` before it stops; the partitions it still leads
         (no other in-sync replica), or None if it is not a live broker of that epoch."""
-        return await self._ask(lambda: self._shut_down(broker, broker_epoch))
+        return await self._ask(ControlledShutdown(broker, broker_epoch))
 
     async def _shut_down(self, broker: int, broker_epoch: int) -> list[TopicPartition] | None:
         state = self.state
@@ -983,7 +968,7 @@ class ZkController:
 
     async def elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
         """Preferred-leader election (ElectLeaders); per partition NONE or why not."""
-        return await self._ask(lambda: self._elect_preferred(partitions))
+        return await self._ask(PreferredLeaderElection(partitions))
 
     async def _elect_preferred(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, Outcome]:
         state = self.state
@@ -1024,7 +1009,7 @@ class ZkController:
         """Unclean leader election (ElectLeaders of type unclean) of the offline partitions among
         ``partitions`` (None: every offline partition), whatever unclean.leader.election.enable
         says; per partition NONE or why not."""
-        return await self._ask(lambda: self._elect_unclean_requested(partitions))
+        return await self._ask(UncleanLeaderElection(partitions))
 
     async def _elect_unclean_requested(self, partitions: Iterable[TopicPartition] | None
                                        ) -> dict[TopicPartition, Outcome]:
@@ -1048,7 +1033,7 @@ class ZkController:
         interval = self.config["leader.imbalance.check.interval.seconds"]
         while True:
             await asyncio.sleep(interval)
-            self._post_while_controller(self._rebalance)
+            self._post_while_controller(AutoLeaderRebalance())
 
     async def _rebalance(self) -> None:
         if not self.active:
@@ -1064,7 +1049,7 @@ class ZkController:
     async def alter_reassignments(self, wanted: Mapping[TopicPartition, Sequence[int] | None],
                                   allow_replication_factor_change: bool = True) -> dict[TopicPartition, Outcome]:
         """Start, replace or (None) cancel the reassignment of each partition; NONE or why not."""
-        return await self._ask(lambda: self._alter_reassignments(wanted, allow_replication_factor_change))
+        return await self._ask(AlterReassignments(wanted, allow_replication_factor_change))
 
     async def _alter_reassignments(self, wanted: Mapping[TopicPartition, Sequence[int] | None],
                                    allow_replication_factor_change: bool) -> dict[TopicPartition, Outcome]:
@@ -1075,14 +1060,16 @@ class ZkController:
     async def list_reassignments(self, wanted: Iterable[TopicPartition] | None
                                  ) -> dict[TopicPartition, ReplicaAssignment] | None:
         """The reassignments under way (of ``wanted`` only, if given); None if not the controller."""
-        async def listed() -> dict[TopicPartition, ReplicaAssignment] | None:
-            if not self.active:
-                return None
-            state = self.state
-            candidates = state.partitions if wanted is None else wanted
-            return {tp: state.assignment_of(tp) for tp in candidates
-                    if tp in state.partitions and tp[0] in state.topics and state.assignment_of(tp).moving}
-        return await self._ask(listed)
+        return await self._ask(ListReassignments(wanted))
+
+    async def _list_reassignments(self, wanted: Iterable[TopicPartition] | None
+                                  ) -> dict[TopicPartition, ReplicaAssignment] | None:
+        if not self.active:
+            return None
+        state = self.state
+        candidates = state.partitions if wanted is None else wanted
+        return {tp: state.assignment_of(tp) for tp in candidates
+                if tp in state.partitions and tp[0] in state.topics and state.assignment_of(tp).moving}
 
     async def _reassign(self, tp: TopicPartition, target: Sequence[int] | None,
                         allow_replication_factor_change: bool = True) -> Outcome:
@@ -1164,7 +1151,7 @@ class ZkController:
             isr=tuple(b for b in record.state.isr if b in final.replicas),
             directories={b: d for b, d in record.state.directories.items() if b in final.replicas}), final)
         if updated is None:
-            self._post_while_controller(lambda: self._finish_reassignment(tp))
+            self._post_while_controller(FinishReassignment(tp))
             return
         gone = dropped(moving, final)
         log.info("reassignment of %s-%d done: replicas %s, leader %d; deleting the replicas on %s", tp[0], tp[1],
@@ -1187,7 +1174,7 @@ class ZkController:
     async def _requested_in_zookeeper(self) -> None:
         """Kafka's /admin/reassign_partitions: start what it asks, then delete it (progress is
         kept in the topics' znodes, as KIP-455 does)."""
-        request = await self.zk.requested_reassignments(watch=self._watch(self._requested_in_zookeeper))
+        request = await self.zk.requested_reassignments(watch=self._watch(ReassignmentRequested()))
         if request is None:
             return
         if request.malformed is not None:
@@ -1220,13 +1207,13 @@ class ZkController:
         except StaleState:
             found = await self.zk.partition_state(*tp)
             if found is not None:
-                state.partitions[tp] = PartitionRecord(*found)
+                state.record(tp, PartitionRecord(*found))
             log.info("%s-%d changed while the controller decided; it will decide again", tp[0], tp[1])
-            self._post_while_controller(lambda: self._elect_again(tp))
+            self._post_while_controller(ElectAgain(tp))
             return None
         if topic is not None:
             state.topics[tp[0]] = topic
-        updated = state.partitions[tp] = PartitionRecord(new_state, version)
+        updated = state.record(tp, PartitionRecord(new_state, version))
         return updated
 
     async def _decide_and_write(self, partitions: Iterable[TopicPartition],
@@ -1247,12 +1234,13 @@ class ZkController:
             {tp: (new_state, state.partitions[tp].zk_version) for tp, new_state in stamped.items()},
             state.epoch_zk_version)
         written = {tp: PartitionRecord(stamped[tp], version) for tp, version in versions.items()}
-        state.partitions.update(written)
+        for tp, record in written.items():
+            state.record(tp, record)
         if lost:
             fresh = await asyncio.gather(*(self.zk.partition_state(*tp) for tp in lost))
             for tp, found in zip(lost, fresh, strict=True):
                 if found is not None:
-                    state.partitions[tp] = PartitionRecord(*found)
+                    state.record(tp, PartitionRecord(*found))
             log.info("%s changed while the controller decided; deciding again", _names(lost))
             for tp in lost:
                 if tp in state.partitions and (new_state := decide(tp)) is not None \
@@ -1280,38 +1268,13 @@ class ZkController:
         self._send_update_metadata(self.state.brokers, changed)
 
     def _send_leader_and_isr(self, broker: int, partitions: list[TopicPartition], new: bool = False) -> None:
-        state = self.state
-        partitions = [tp for tp in partitions if tp in state.partitions and tp[0] not in state.deleting]
-        if not partitions:
+        body = requests.leader_and_isr(self.state, self.broker_id, broker, partitions, self.listener, new)
+        if body is None:
             return
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        leaders: set[int] = set()
-        for tp in partitions:
-            record = state.partitions[tp]
-            assignment = state.assignment_of(tp)
-            leaders.add(record.state.leader)
-            by_topic.setdefault(tp[0], []).append({
-                "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
-                "leader": record.state.leader, "leader_epoch": record.state.leader_epoch,
-                "isr": list(record.state.isr), "partition_epoch": record.zk_version,
-                "replicas": list(assignment.replicas), "adding_replicas": list(assignment.adding),
-                "removing_replicas": list(assignment.removing),
-                # A replica a reassignment adds is created here for the first time (KIP-112).
-                "is_new": new or broker in assignment.adding, "leader_recovery_state": 0})
-        live_leaders = []
-        for leader in sorted(leaders):
-            registration = state.brokers.get(leader)
-            address = registration.endpoint(self.listener) if registration is not None else None
-            if address is not None:
-                live_leaders.append({"broker_id": leader, "host_name": address[0], "port": address[1]})
-        registration = state.brokers.get(broker)
+        registration = self.state.brokers.get(broker)
         broker_epoch = registration.epoch if registration is not None else -1
-        self.channels.send(broker, LEADER_AND_ISR, {
-            "controller_id": self.broker_id, "controller_epoch": state.epoch, "type": 0,
-            "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}
-                             for name, ps in by_topic.items()],
-            "live_leaders": live_leaders},
-            on_response=lambda response: self._leader_and_isr_answered(broker, broker_epoch, response))
+        self.channels.send(broker, LEADER_AND_ISR, body,
+                           on_response=lambda response: self._leader_and_isr_answered(broker, broker_epoch, response))
 
     def _leader_and_isr_answered(self, broker: int, broker_epoch: int, response: Message) -> None:
         """A broker's per-partition answers tell which of its replicas are offline (KIP-112)."""
@@ -1330,10 +1293,11 @@ class ZkController:
             elif answer.error_code == ErrorCode.NONE:
                 online.add((name, answer.partition_index))
         if offline or online:
-            self._post_while_controller(lambda: self._replica_states_reported(broker, broker_epoch, offline, online))
+            self._post_while_controller(LeaderAndIsrAnswered(broker, broker_epoch, frozenset(offline),
+                                                             frozenset(online)))
 
-    async def _replica_states_reported(self, broker: int, broker_epoch: int, offline: set[TopicPartition],
-                                       online: set[TopicPartition]) -> None:
+    async def _replica_states_reported(self, broker: int, broker_epoch: int, offline: frozenset[TopicPartition],
+                                       online: frozenset[TopicPartition]) -> None:
         state = self.state
         registration = state.brokers.get(broker)
         if not self.active or registration is None or registration.epoch != broker_epoch:
@@ -1346,45 +1310,56 @@ class ZkController:
                                                         "log dir")
 
     def _send_update_metadata(self, brokers: Iterable[int], partitions: dict[TopicPartition, PartitionRecord]) -> None:
-        state = self.state
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp, record in partitions.items():
-            if tp[0] not in state.topics:
-                continue
-            replicas = state.replicas(tp)
-            # A topic being deleted is marked so in every UpdateMetadata, as Kafka's controller
-            # does: a broker told of it (one that just registered) drops it rather than serve it.
-            leader = LEADER_DURING_DELETE if tp[0] in state.deleting else record.state.leader
-            by_topic.setdefault(tp[0], []).append({
-                "partition_index": tp[1], "controller_epoch": record.state.controller_epoch,
-                "leader": leader, "leader_epoch": record.state.leader_epoch,
-                "isr": list(record.state.isr), "zk_version": record.zk_version, "replicas": list(replicas),
-                "offline_replicas": state.offline_replicas_of(tp)})
-        body = {
-            "controller_id": self.broker_id, "controller_epoch": state.epoch,
-            "topic_states": [{"topic_name": name, "topic_id": state.topics[name].topic_id, "partition_states": ps}
-                             for name, ps in by_topic.items()],
-            "live_brokers": [{"id": b, "rack": r.rack, "endpoints": [
-                {"port": port, "host": host, "listener": listener,
-                 "security_protocol": SECURITY_PROTOCOL_IDS.get(protocol, 0)}
-                for listener, (host, port, protocol) in r.endpoints.items()]}
-                for b, r in sorted(state.brokers.items())]}
+        body = requests.update_metadata(self.state, self.broker_id, partitions)
         for broker in brokers:
             self.channels.send(broker, UPDATE_METADATA, body)
 
     def _send_stop_replica(self, broker: int, partitions: list[TopicPartition], delete: bool,
                            on_response: Callable[[Message], None] | None = None) -> None:
-        if not partitions:
-            return
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp in partitions:
-            record = self.state.partitions.get(tp)
-            by_topic.setdefault(tp[0], []).append({
-                "partition_index": tp[1], "delete_partition": delete,
-                "leader_epoch": LEADER_DURING_DELETE if tp[0] in self.state.deleting
-                else (record.state.leader_epoch if record else -1)})
-        self.channels.send(broker, STOP_REPLICA, {
-            "controller_id": self.broker_id, "controller_epoch": self.state.epoch,
-            "topic_states": [{"topic_name": name, "partition_states": ps} for name, ps in by_topic.items()]},
-            on_response=on_response)
+        body = requests.stop_replica(self.state, self.broker_id, partitions, delete)
+        if body is not None:
+            self.channels.send(broker, STOP_REPLICA, body, on_response=on_response)
 
+    # Each event's handler, which takes the event's fields as its keyword arguments.
+    HANDLERS: ClassVar[Mapping[type[ControllerEvent], Callable[..., Awaitable[Any]]]] = {
+        ControllerElection: _elect,
+        ControllerMoved: controller_moved,
+        SessionExpired: session_expired,
+        BrokersChanged: _brokers_changed,
+        TopicsChanged: _topics_changed,
+        TopicChanged: _topic_changed,
+        TopicDeletionsRequested: _deletions_requested,
+        IsrChangeNotification: _isr_changed,
+        LogDirEventNotification: _log_dir_events,
+        ReassignmentRequested: _requested_in_zookeeper,
+        LeaderAndIsrAnswered: _replica_states_reported,
+        TopicDeletionAnswered: _deletion_recorded,
+        FinishReassignment: _finish_reassignment,
+        ElectAgain: _elect_again,
+        UncleanElectionRetry: _retry_unclean_election,
+        UncleanConfigChanged: _unclean_config_changed,
+        AutoLeaderRebalance: _rebalance,
+        AlterPartition: _alter_partition,
+        AssignReplicasToDirs: _assign_replicas_to_dirs,
+        AllocateProducerIds: _allocate_producer_ids,
+        ControlledShutdown: _shut_down,
+        PreferredLeaderElection: _elect_preferred,
+        UncleanLeaderElection: _elect_unclean_requested,
+        AlterReassignments: _alter_reassignments,
+        ListReassignments: _list_reassignments,
+    }
+
+
+@dataclass
+class _Queued:
+    """An event in the controller's queue. With ``epoch``, it is handled only while this broker
+    is the controller of that epoch; with ``answer``, the handler's result goes there."""
+
+    event: ControllerEvent | Callable[[], Awaitable[None]]
+    epoch: int | None = None
+    answer: asyncio.Future[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return type(self.event).__name__ if isinstance(self.event, ControllerEvent) else \
+            getattr(self.event, "__qualname__", repr(self.event))

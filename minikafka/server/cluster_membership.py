@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.config.broker import BrokerConfig, ConfigError
+from minikafka.controller.events import ControllerMoved, SessionExpired
 from minikafka.controller.isr_proposals import UNKNOWN_BROKER_EPOCH
 from minikafka.controller.isr_proposals import IsrProposal as ControllerIsrProposal
 from minikafka.controller.zk_controller import ZkController
@@ -174,7 +175,7 @@ class ClusterMembership:
             log.error("ZooKeeper session expired: this broker's registration is gone and other brokers take over; "
                       "it stopped leading %d partition(s) it cannot confirm, and registers again when ZooKeeper "
                       "is back", len(resigned))
-            self.controller.post(self.controller.session_expired)
+            self.controller.post(SessionExpired())
         elif state == "connected":
             if self._session_lost:
                 self._session_lost = False
@@ -194,7 +195,7 @@ class ClusterMembership:
             return
         log.info("registered broker %d again in a new ZooKeeper session (broker epoch %d)", self.broker_id,
                  self.broker_epoch)
-        self.controller.post(self.controller.controller_moved)
+        self.controller.post(ControllerMoved())
         # Topics may have been deleted, or re-created with other configs, while it was cut off;
         # configs changed meanwhile were announced to a session that was gone: read them now.
         self._topic_configs.clear()

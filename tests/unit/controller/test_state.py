@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from minikafka.controller.zk_controller import ControllerState, PartitionRecord, lost_replica
+from minikafka.controller.state import ControllerState, PartitionRecord, lost_replica
 from minikafka.zk.kafka_zk import BrokerRegistration, LeaderIsr, LogDirState, TopicAssignment
 
 OLD_DIR, NEW_DIR, OTHER_DIR = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
