@@ -8,19 +8,35 @@ partition, and that nothing else is there but records whose delivery failed. A `
 reads alongside from its own thread; ``assert_consumed_once`` checks that it was given exactly
 what is stored, once, in order. ``GroupMember``s consume as one consumer group, committing as
 they go; ``assert_delivered_to_group`` checks that the group was given every stored record.
+``TransformLoop`` keeps a consume-transform-produce worker (tests/system/eos_worker.py) running on
+a topic, ``assert_transformed_once`` checks its output; ``GroupWatch`` says which consumer
+groups of a load are not yet stable or not committing again (``GroupWatch``) (a nemesis's heal check).
 """
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from kafka import KafkaProducer
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from kafka import KafkaAdminClient, KafkaProducer
 
-from tests.integration.broker_process import wait_until
+from tests.integration.broker_process import REPO_ROOT, wait_until
+from tests.system.eos_worker import transform
 
 
 @dataclass
@@ -117,6 +133,7 @@ class Record:
     value: bytes
     partition: int
     offset: int
+    headers: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -187,6 +204,7 @@ class GroupMember:
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        self.group = group
         self.topic = topic
         self.records: list[Record] = []
         self.commits = 0
@@ -237,14 +255,20 @@ def assert_delivered_to_group(members: list[GroupMember], stored: list[Record], 
     assert not wrong, f"{len(wrong)} records given to the group are not what is stored there, e.g. {wrong[:3]}"
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[Record]:
-    """Every record of every partition, up to each partition's high watermark at the start."""
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60,
+             isolation_level: str = "read_uncommitted") -> list[Record]:
+    """Every record of every partition, up to each partition's high watermark at the start (with
+    read_committed, the records of committed transactions alone). A partition is read once its
+    last record was given, or once the consumer reached its end at the high watermark (its last
+    offsets may be transaction markers, never given)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-all", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                         "isolation.level": isolation_level})
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         found: list[Record] = []
+        eof_at: dict[int, int] = {}  # where each partition's end was reached
         done = {p for p, end in ends.items() if end == 0}
         deadline = time.monotonic() + timeout
         while len(done) < partitions and time.monotonic() < deadline:
@@ -252,12 +276,22 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -
             if message is None:
                 continue
             if message.error():
+                # At its end, a partition's fetch offset (the EOF's offset; the position stays at the last
+                # record given) is past the transaction markers, which are never given: up to the last
+                # stable offset with read_committed.
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    eof_at[message.partition()] = message.offset()
+                    if message.offset() >= ends[message.partition()]:
+                        done.add(message.partition())
                 continue
             if message.offset() < ends[message.partition()]:
-                found.append(Record(message.key(), message.value(), message.partition(), message.offset()))
+                headers = {name: value or b"" for name, value in message.headers() or []}
+                found.append(Record(message.key(), message.value(), message.partition(), message.offset(), headers))
             if message.offset() >= ends[message.partition()] - 1:
                 done.add(message.partition())
-        assert len(done) == partitions, f"read only partitions {sorted(done)} to their end {ends}"
+        last = {r.partition: r.offset for r in found}
+        assert len(done) == partitions, (f"read only partitions {sorted(done)} to their end {ends} ({isolation_level}: "
+                                         f"last offsets given {last}, ends reached at {eof_at})")
         return found
     finally:
         consumer.close()
@@ -292,3 +326,183 @@ def wait_acked(runs: list[ProducerRun], more_than: dict[str, int], timeout: floa
     """Wait until every run has more acknowledgements than given (progress after a fault)."""
     wait_until(lambda: all(len(r.acked) > more_than.get(r.client, 0) for r in runs), timeout, interval=0.1,
                what="producers acknowledged again")
+
+
+@dataclass(frozen=True)
+class LoadGroup:
+    """A consumer group of a load, and how many members it has when stable (0: its consumers are
+    assigned partitions, as the EOS worker's, and the group holds committed offsets alone)."""
+
+    group_id: str
+    members: int
+
+
+class GroupWatch:
+    """Asks whether the consumer groups of a load are settled: a group with members is Stable with
+    all of them, one without is Empty (DescribeGroups), and each has committed offsets (OffsetFetch)
+    past those it had when first read here.
+
+    kafka-python's admin client asks: confluent-kafka's aborts the whole process when a connection
+    drops under a DescribeGroups or OffsetFetch (confluentinc/librdkafka#4605). Its client keeps
+    each group's coordinator once found, even after a NOT_COORDINATOR, so after any error the next
+    question goes through a new client."""
+
+    def __init__(self, bootstrap: str, groups: list[LoadGroup]) -> None:
+        self.bootstrap, self.groups = bootstrap, groups
+        self.baseline: dict[str, int] = {}  # each group's sum of committed offsets when first read
+        self._admin: KafkaAdminClient | None = None
+
+    def unsettled(self) -> list[str]:
+        """What is not settled yet (empty: every group is)."""
+        wrong: list[str] = []
+        for group in self.groups:
+            try:
+                if self._admin is None:
+                    self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+                described = self._admin.describe_groups([group.group_id])[group.group_id]
+                offsets = self._admin.list_group_offsets({group.group_id: None})[group.group_id]
+            except Exception as exc:  # a coordinator moving or not answering yet: asked again, afresh
+                wrong.append(f"group {group.group_id}: {exc!r}")
+                self.close()
+                continue
+            state, members = described["group_state"], len(described["members"])
+            want = "Stable" if group.members else "Empty"
+            if state != want or members != group.members:
+                wrong.append(f"group {group.group_id} is {state} with {members} members (want {want} with "
+                             f"{group.members})")
+            total = sum(max(at.offset, 0) for at in offsets.values())
+            if group.group_id not in self.baseline:
+                self.baseline[group.group_id] = total
+            if total <= self.baseline[group.group_id]:
+                wrong.append(f"group {group.group_id} committed nothing since (offsets summing to {total})")
+        return wrong
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+
+class TransformLoop:
+    """A consume-transform-produce worker (tests/system/eos_worker.py, its own process) on ``source``
+    for as long as a test runs. One that ends (it gave up: fenced, or a commit of unknown outcome)
+    is started again, and so is one that ended no transaction for STALL_S (killed first): an
+    operator's supervisor does that, and librdkafka can wait for good on a coordinator it cached
+    (see test_exactly_once). Each start is in ``restarts``, with why."""
+
+    STALL_S = 30.0
+
+    def __init__(self, bootstrap: str, source: str, partitions: int, sink: str, group: str, work_dir: Path) -> None:
+        self.bootstrap, self.source, self.partitions, self.sink, self.group = bootstrap, source, partitions, sink, group
+        self.log = work_dir / f"{group}.log"  # the workers' stderr, librdkafka's debug log included
+        self.outcomes = work_dir / f"{group}.outcomes"  # "committed <txn>" or "aborted <txn>" per line
+        self.outcomes.touch()
+        self.restarts: list[str] = []
+        self._stop = threading.Event()
+        self._worker: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._supervise, name=f"supervisor-{group}", daemon=True)
+
+    def start(self) -> TransformLoop:
+        self._worker = self._spawn("null")
+        self._thread.start()
+        return self
+
+    def _spawn(self, ends_json: str) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as stderr:
+            stderr.write(f"===== worker started {time.strftime('%H:%M:%S')}\n".encode())
+            stderr.flush()
+            return subprocess.Popen([sys.executable, "-m", "tests.system.eos_worker", self.bootstrap, self.source,
+                                     self.sink, self.group, self.group, ends_json, str(self.outcomes)],
+                                    cwd=REPO_ROOT, stdout=stderr, stderr=stderr)
+
+    def _supervise(self) -> None:
+        assert self._worker is not None
+        size, progressed = 0, time.monotonic()
+        while not self._stop.wait(0.5):
+            now = time.monotonic()
+            if self.outcomes.stat().st_size != size:
+                size, progressed = self.outcomes.stat().st_size, now
+            code = self._worker.poll()
+            if code is None and now - progressed < self.STALL_S:
+                continue
+            if code is None:
+                self._worker.kill()
+                code = self._worker.wait(10)
+                self.restarts.append(f"killed at {time.strftime('%H:%M:%S')}: no transaction ended in "
+                                     f"{self.STALL_S:.0f}s")
+            else:
+                self.restarts.append(f"ended with status {code} at {time.strftime('%H:%M:%S')}")
+            self._worker, progressed = self._spawn("null"), now
+
+    def stop(self) -> None:
+        """Ends the worker after the transaction at hand (SIGTERM); a worker that does not end so
+        is killed and its transaction aborted by one that only fences it."""
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), f"the supervisor of {self.group} did not stop"
+        worker = self._worker
+        assert worker is not None
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(90)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait(10)
+        if worker.returncode != 0:  # nothing to work on: it inits (fencing), reads the offsets and ends
+            fence = self._spawn(json.dumps({p: 0 for p in range(self.partitions)}))
+            try:
+                assert fence.wait(120) == 0, f"a worker of {self.group} could not fence the last one"
+            finally:
+                if fence.poll() is None:
+                    fence.kill()
+                    fence.wait(10)
+
+    def kill(self) -> None:
+        """In a test's cleanup: no worker left running."""
+        self._stop.set()
+        if self._worker is not None and self._worker.poll() is None:
+            self._worker.kill()
+            self._worker.wait(10)
+
+    def ended(self) -> tuple[set[str], set[str]]:
+        """The transactions the workers saw committed, and those they aborted."""
+        ended: dict[str, set[str]] = {"committed": set(), "aborted": set()}
+        for line in self.outcomes.read_text().splitlines():
+            word, txn = line.split()
+            ended[word].add(txn)
+        return ended["committed"], ended["aborted"]
+
+    def committed_offsets(self) -> dict[int, int]:
+        reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                           "isolation.level": "read_committed"})
+        try:
+            found = reader.committed([TopicPartition(self.source, p) for p in range(self.partitions)], timeout=30)
+        finally:
+            reader.close()
+        return {tp.partition: max(tp.offset, 0) for tp in found}
+
+
+def assert_transformed_once(loop: TransformLoop, source: list[Record], sink_partitions: int) -> int:
+    """Every input record the workers committed as consumed is in the output once, transformed,
+    and nothing else is, for a read_committed reader, which is given no record of a transaction a
+    worker aborted (and such records are in the log, so that this means something). Run once the
+    loop stopped; the number of input records consumed."""
+    committed = loop.committed_offsets()
+    consumed = [r for r in source if r.offset < committed.get(r.partition, 0)]
+    output = read_all(loop.bootstrap, loop.sink, sink_partitions, isolation_level="read_committed")
+    expected = Counter((r.key, transform(r.value)) for r in consumed)
+    given = Counter((r.key, r.value) for r in output)
+    missing, extra = expected - given, given - expected
+    assert not missing, (f"{sum(missing.values())} input records committed as consumed are not in the output "
+                         f"{loop.sink}, e.g. {list(missing)[:3]} (committed offsets {committed})")
+    assert not extra, (f"{sum(extra.values())} output records are extra (duplicated, or of no input consumed), "
+                       f"e.g. {list(extra.items())[:3]} (committed offsets {committed})")
+    _, aborted = loop.ended()
+    seen = [r for r in output if r.headers.get("txn", b"").decode() in aborted]
+    assert not seen, f"read_committed was given {len(seen)} records of aborted transactions, e.g. {seen[:3]}"
+    logged = read_all(loop.bootstrap, loop.sink, sink_partitions)
+    assert any(r.headers.get("txn", b"").decode() in aborted for r in logged), \
+        "no record of an aborted transaction is in the output's log"
+    assert consumed, "the workers committed nothing"
+    return len(consumed)

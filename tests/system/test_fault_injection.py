@@ -5,7 +5,8 @@ throughout. The faults come in an order drawn from a seed: kill -9 of a broker a
 controller, SIGSTOP of a broker shorter and longer than its ZooKeeper session, SIGSTOP of
 ZooKeeper, and a log dir failing (then its disk replaced). After each one the cluster must heal
 by itself within HEAL_BOUND_S and stay healed: every broker registered, every partition led with its whole
-replica set in sync, and the producers acknowledged again. At the end every acknowledged record
+replica set in sync, the producers acknowledged again, and every consumer group of the load stable
+with all its members (DescribeGroups) and committing again. At the end every acknowledged record
 is stored exactly once, at the offset it was acknowledged with, in its producer's order, and
 the group was given it.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -28,7 +29,10 @@ from tests.integration.disk_faults import replace_with_empty_dir, replace_with_f
 from tests.system.cluster import Cluster
 from tests.system.load import (
     GroupMember,
+    GroupWatch,
+    LoadGroup,
     ProducerRun,
+    Record,
     assert_delivered_to_group,
     assert_exactly_once,
     read_all,
@@ -145,29 +149,41 @@ def _unhealed(cluster: Cluster, topic_under_load: str) -> list[str]:
     return wrong
 
 
-def _wait_healed(cluster: Cluster, runs: list[ProducerRun], what: str) -> float:
+def _wait_healed(cluster: Cluster, runs: list[ProducerRun], what: str, groups: Sequence[LoadGroup]) -> float:
     """Seconds until the cluster healed (and stayed so for a session timeout, so that what the
-    fault sets off later, a session expiring, is not missed) and every producer was
-    acknowledged again."""
+    fault sets off later, a session expiring, is not missed) and every group of the load settled
+    (stable with all its members, committed offsets moving again); then every producer must be
+    acknowledged again, all within HEAL_BOUND_S."""
     started = time.monotonic()
     acked = {r.client: len(r.acked) for r in runs}
-    healed_since: float | None = None
-    while True:
-        try:
-            wrong = _unhealed(cluster, runs[0].topic)
-        except Exception as exc:  # a broker not answering yet
-            wrong = [repr(exc)]
-        now = time.monotonic()
-        if wrong:
-            healed_since = None
-        elif healed_since is None:
-            healed_since = now
-        elif now - healed_since >= SESSION_S:
-            break
-        assert now - started < HEAL_BOUND_S, f"not healed {HEAL_BOUND_S:.0f}s after {what}: {wrong}"
-        time.sleep(0.2)
-    wait_acked(runs, acked, timeout=HEAL_BOUND_S)
-    return healed_since - started
+    watch = GroupWatch(cluster.bootstrap, list(groups))
+    try:
+        healed_since: float | None = None
+        settled_since: float | None = None
+        while True:
+            try:
+                wrong = _unhealed(cluster, runs[0].topic)
+            except Exception as exc:  # a broker not answering yet
+                wrong = [repr(exc)]
+            unsettled = watch.unsettled()
+            now = time.monotonic()
+            if wrong:
+                healed_since = None
+            elif healed_since is None:
+                healed_since = now
+            if unsettled:
+                settled_since = None
+            elif settled_since is None:
+                settled_since = now
+            if healed_since is not None and now - healed_since >= SESSION_S and settled_since is not None:
+                break
+            assert now - started < HEAL_BOUND_S, f"not healed {HEAL_BOUND_S:.0f}s after {what}: {wrong + unsettled}"
+            time.sleep(0.2)
+    finally:
+        watch.close()
+    assert healed_since is not None and settled_since is not None
+    wait_acked(runs, acked, timeout=max(0.1, HEAL_BOUND_S - (time.monotonic() - started)))
+    return max(healed_since, settled_since) - started
 
 
 def _load(cluster: Cluster, topic: str = TOPIC) -> tuple[list[ProducerRun], list[GroupMember]]:
@@ -180,12 +196,19 @@ def _load(cluster: Cluster, topic: str = TOPIC) -> tuple[list[ProducerRun], list
     return runs, members
 
 
-def _check(cluster: Cluster, runs: list[ProducerRun], members: list[GroupMember]) -> None:
+def _groups(members: list[GroupMember]) -> list[LoadGroup]:
+    """The load's group, as the heal check asks after it."""
+    return [LoadGroup(members[0].group, len(members))]
+
+
+def _check(cluster: Cluster, runs: list[ProducerRun], members: list[GroupMember]) -> list[Record]:
+    """The exact check of what the load stored and gave its group; what it stored."""
     for run in runs:
         run.stop()
     stored = read_all(cluster.bootstrap, runs[0].topic, PARTITIONS)
     assert_exactly_once(runs, stored)
     assert_delivered_to_group(members, stored)
+    return stored
 
 
 def test_a_rolling_restart_under_acks_all_load_has_no_produce_error(cluster: Cluster) -> None:
@@ -194,7 +217,7 @@ def test_a_rolling_restart_under_acks_all_load_has_no_produce_error(cluster: Clu
         for broker_id in sorted(cluster.brokers, key=lambda b: b == cluster.controller_id()):
             assert cluster.brokers[broker_id].stop() == 0, f"broker {broker_id} did not stop cleanly"
             cluster.brokers[broker_id].start()
-            _wait_healed(cluster, runs, f"the restart of broker {broker_id}")
+            _wait_healed(cluster, runs, f"the restart of broker {broker_id}", _groups(members))
     finally:
         _check(cluster, runs, members)
     for run in runs:
@@ -212,10 +235,10 @@ def test_random_faults_one_at_a_time_lose_nothing_and_heal(cluster: Cluster) -> 
     try:
         runs, members = _load(cluster, TOPIC)
         try:
-            _wait_healed(cluster, runs, "the start")
+            _wait_healed(cluster, runs, "the start", _groups(members))
             for kind in _draw(rng):
                 what = FAULTS[kind](cluster, rng)
-                healed_s = _wait_healed(cluster, runs, what)
+                healed_s = _wait_healed(cluster, runs, what, _groups(members))
                 done.append(f"{what}: healed in {healed_s:.1f}s")
                 print(done[-1])
         finally:

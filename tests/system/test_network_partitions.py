@@ -11,16 +11,19 @@ other two). Each fault lasts long enough to matter (past the ZooKeeper session, 
 replica.lag.time.max.ms), then the links heal.
 
 The load: idempotent acks=all producers (confluent-kafka, kafka-python) and a consumer group
-(the fault-injection test's), a transactional producer that commits and aborts in turn, and a
-prober that sends acks=all writes of its own to every broker, leader or not, keeping which broker
-acknowledged which offset.
+(the fault-injection test's); a consume-transform-produce loop on the producers' topic
+(tests/system/eos_worker.py: read_committed, in a group of its own, output and consumed offsets in
+one transaction, every seventh transaction aborted, and on an error an abort and a new start from
+the committed offsets; a worker that gives up is started again); and a prober that sends acks=all
+writes of its own to every broker, leader or not, keeping which broker acknowledged which offset.
 
 The checks: every acknowledged record is stored once, where it was acknowledged, in its
-producer's order, and the group was given it; every committed transaction is read once by a
-read_committed consumer, and no record of an aborted one is; no two brokers acknowledged
-acks=all writes to one partition in the same leader epoch (each probe's leader epoch is the one
-stored with its record); and after each fault heals, the cluster heals within HEAL_BOUND_S
-(every broker registered, every partition led with its whole replica set in sync, producers
+producer's order, and the group was given it; every input record the loop committed as consumed
+is in its output exactly once for a read_committed reader, who is given nothing of an aborted
+transaction; no two brokers acknowledged acks=all writes to one partition in the same leader
+epoch (each probe's leader epoch is the one stored with its record); and after each fault heals,
+the cluster heals within HEAL_BOUND_S (every broker registered, every partition led with its
+whole replica set in sync, both groups stable with their members and committing again, producers
 acknowledged again).
 
 ``make test`` runs one random seed with PARTITION_FAULTS faults (printed, and attached to a
@@ -30,7 +33,6 @@ draws faults (every kind first, in a seeded order) until that many seconds have 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import threading
@@ -40,14 +42,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka.record.memory_records import MemoryRecordsBuilder
 from kazoo.client import KazooClient
 
 from tests.integration.broker_process import HOST, wait_until
 from tests.system.cluster import Cluster, inter_broker_request
+from tests.system.load import LoadGroup, TransformLoop, assert_transformed_once
 from tests.system.partition_proxy import Proxy
-from tests.system.test_fault_injection import SESSION_S, TOPIC, _check, _load, _wait_healed
+from tests.system.test_fault_injection import SESSION_S, TOPIC, _check, _groups, _load, _wait_healed
 from tests.system.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.system
@@ -55,7 +58,7 @@ PARTITIONS = 6  # of TOPIC, as test_fault_injection makes it
 LAG_S = 3.0  # replica.lag.time.max.ms of the system tests' cluster
 HEAL_BOUND_S = 60.0  # test_fault_injection's bound, which _wait_healed asserts
 PARTITION_FAULTS = 2  # in make test: about 90 s with the cluster's start and stop
-TXN_TOPIC = "partition-txns"
+EOS_OUTPUT, EOS_GROUP, EOS_PARTITIONS = "partition-eos-out", "partition-eos", 3  # the loop's output, its group
 PROBE_TOPIC = "partition-probes"
 PRODUCE = 0
 
@@ -300,86 +303,6 @@ def _read_with_epochs(bootstrap: str, topic: str, partitions: int) -> dict[tuple
         consumer.close()
 
 
-# ---- transactions: commits and aborts in turn; read_committed sees the commits alone ------------
-@dataclass
-class Transactions:
-    bootstrap: str
-    committed: list[bytes] = field(default_factory=list)
-    aborted: list[bytes] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> Transactions:
-        self._thread = threading.Thread(target=self._run, name="transactions", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(120)
-        assert not self._thread.is_alive(), "the transactional producer did not stop"
-
-    def _run(self) -> None:
-        number = 0
-        producer = self._producer()
-        while not self._stop.is_set():
-            commit = number % 2 == 0
-            values = [b"%s-%d-%d" % (b"commit" if commit else b"abort", number, i) for i in range(3)]
-            number += 1
-            try:
-                producer.begin_transaction()
-                for i, value in enumerate(values):
-                    producer.produce(TXN_TOPIC, value=value, partition=i % 3)
-                if commit:
-                    producer.commit_transaction(30)
-                    self.committed += values
-                else:
-                    producer.flush(30)
-                    producer.abort_transaction(30)
-                    self.aborted += values
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                # Its outcome unknown (a commit that timed out may yet land): neither list holds it.
-                if error.txn_requires_abort():
-                    with contextlib.suppress(KafkaException):
-                        producer.abort_transaction(30)
-                elif not error.retriable():
-                    producer = self._producer()  # fenced or fatal: a new producer, as an application restarts
-            time.sleep(0.05)
-
-    def _producer(self) -> Producer:
-        while not self._stop.is_set():
-            producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "partition-nemesis",
-                                 "transaction.timeout.ms": 30000, "message.timeout.ms": 30000})
-            try:
-                producer.init_transactions(30)
-                return producer
-            except KafkaException:
-                time.sleep(0.5)
-        return Producer({"bootstrap.servers": self.bootstrap})
-
-    def check(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "read-committed",
-                             "isolation.level": "read_committed", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest"})
-        try:
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(TXN_TOPIC, p), timeout=20)[1] for p in range(3)}
-            consumer.assign([TopicPartition(TXN_TOPIC, p, 0) for p in range(3)])
-            read: list[bytes] = []
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not set(self.committed) <= set(read):
-                read += [m.value() for m in consumer.consume(1000, 0.5) if not m.error()]
-        finally:
-            consumer.close()
-        aborted = set(self.aborted) & set(read)
-        assert not aborted, f"read_committed was given {len(aborted)} aborted records, e.g. {sorted(aborted)[:3]}"
-        missing = set(self.committed) - set(read)
-        assert not missing, f"{len(missing)} committed records not read, e.g. {sorted(missing)[:3]} (ends {ends})"
-        assert len(read) == len(set(read)), "a committed record was read twice"
-        assert self.committed, "no transaction committed at all"
-
-
 # ---- the tests ------------------------------------------------------------------------------------
 def test_a_leader_cut_from_zookeeper_acknowledges_nothing_once_deposed(partitioned: Partitioned) -> None:
     """The leader of a partition (RF 3, min.insync.replicas=1) loses ZooKeeper but not its clients
@@ -420,43 +343,52 @@ def test_a_leader_cut_from_zookeeper_acknowledges_nothing_once_deposed(partition
 
 
 @pytest.mark.timeout(3600)
-def test_network_partitions_lose_nothing_acknowledged_and_heal(partitioned: Partitioned) -> None:
+def test_network_partitions_lose_nothing_acknowledged_and_heal(partitioned: Partitioned, tmp_path: Path) -> None:
     cluster, rng = partitioned.cluster, partitioned.rng
     soak_s = float(os.environ.get("MINIKAFKA_PARTITION_SOAK_S") or 0)
     done: list[str] = []
     slowest = 0.0
+    loop = TransformLoop(cluster.bootstrap, TOPIC, PARTITIONS, EOS_OUTPUT, EOS_GROUP, tmp_path)
     try:
         runs, members = _load(cluster)
-        cluster.create_topic(TXN_TOPIC, 3, 3, **{"min.insync.replicas": "2"})
+        groups = [*_groups(members), LoadGroup(EOS_GROUP, 0)]
+        cluster.create_topic(EOS_OUTPUT, EOS_PARTITIONS, 3, **{"min.insync.replicas": "2"})
         cluster.create_topic(PROBE_TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
         prober = Prober(cluster).start()
-        transactions = Transactions(cluster.bootstrap).start()
+        loop.start()
         try:
-            _wait_healed(cluster, runs, "the start")
+            _wait_healed(cluster, runs, "the start", groups)
             for kind in _draw(rng, soak_s):
                 what = FAULTS[kind](partitioned)
-                healed_s = _wait_healed(cluster, runs, what)
+                healed_s = _wait_healed(cluster, runs, what, groups)
                 slowest = max(slowest, healed_s)
                 done.append(f"{kind}: {what}: healed in {healed_s:.1f}s")
                 print(done[-1])
         finally:
             partitioned.proxy.heal()
             prober.stop()
-            transactions.stop()
-            _check(cluster, runs, members)
+            try:
+                loop.stop()
+            finally:
+                loop.kill()
+                stored = _check(cluster, runs, members)
+        transformed = assert_transformed_once(loop, stored, EOS_PARTITIONS)
         assert_one_leader_per_epoch(prober, cluster.bootstrap)
-        transactions.check()
         for broker_id, broker in cluster.brokers.items():
             logged = Path(broker.stderr_path).read_text()
             assert "was never retrieved" not in logged, f"broker {broker_id} left a task's exception unretrieved"
+        committed, aborted = loop.ended()
         print(f"network partitions: {len(done)} faults, slowest heal {slowest:.1f}s (bound {HEAL_BOUND_S:.0f}s); "
-              f"{len(prober.acked)} probes, {len(transactions.committed)} committed and "
-              f"{len(transactions.aborted)} aborted transactional records")
+              f"{len(prober.acked)} probes; {transformed} records transformed exactly once in {len(committed)} "
+              f"committed transactions, {len(aborted)} aborted, workers started again: {loop.restarts or 'none'}")
     except BaseException as exc:
         logs = [str(Path(b.stderr_path)) for b in cluster.brokers.values()]
         exc.add_note(f"network-partition seed {partitioned.seed} (replay: MINIKAFKA_PARTITION_SEED="
-                     f"{partitioned.seed}); faults done: {done or 'none'}; the brokers' logs: {logs}")
+                     f"{partitioned.seed}); faults done: {done or 'none'}; the brokers' logs: {logs}; the "
+                     f"transform workers' log: {loop.log}, started again: {loop.restarts or 'none'}")
         raise
+    finally:
+        loop.kill()
 
 
 def test_the_proxy_holds_what_a_cut_sends_and_delivers_it_on_heal() -> None:
