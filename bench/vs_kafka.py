@@ -52,9 +52,14 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import confluent_kafka  # noqa: E402
 import confluent_kafka.admin  # noqa: E402
+from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
+from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
+from kafka.protocol.metadata import MetadataRequest  # noqa: E402
+from kazoo.client import KazooClient  # noqa: E402
 
 from bench.bench_txn import transactional  # noqa: E402
 from bench.run import MiB, consume, produce  # noqa: E402
+from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, Cluster  # noqa: E402
 from tests.integration.broker_process import (  # noqa: E402
     HOST,
     BrokerNotReady,
@@ -65,6 +70,7 @@ from tests.integration.broker_process import (  # noqa: E402
     wait_until,
 )
 from tests.interop.kafka import Kafka, kafka  # noqa: E402
+from tests.system.observe import alter_configs  # noqa: E402
 from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
 
 KAFKA_LINE = "3.9"
@@ -87,6 +93,11 @@ SHARED_SETTINGS = {
     "offsets.topic.num.partitions": "6",
     "transaction.state.log.num.partitions": "6",
     "zookeeper.session.timeout.ms": "18000",
+    # The cleaner: one thread, Kafka's dedupe buffer, and a short pause when idle (Kafka's 15 s
+    # would be most of a compaction run's time).
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(128 << 20),
+    "log.cleaner.backoff.ms": "200",
 }
 # What kafka-server-start.sh and kafka-run-class.sh give a broker. They come after the harness's
 # flags (a serial GC and the first JIT tier only, right for short tools), and the JVM takes the last.
@@ -186,6 +197,12 @@ class KafkaBroker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def kill9(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(30)
+            self.process = None
+
     def stop(self, timeout: float = 60.0) -> None:
         if self.process is None:
             return
@@ -229,11 +246,18 @@ class MiniBroker:
         assert self.broker.process is not None, "broker not running"
         return self.broker.process.pid
 
+    @property
+    def log_dirs(self) -> list[Path]:
+        return self.broker.log_dirs
+
     def start(self) -> None:
         self.broker.start()
 
     def running(self) -> bool:
         return self.broker.is_running()
+
+    def kill9(self) -> None:
+        self.broker.kill9()
 
     def stop(self) -> None:
         self.broker.stop(timeout=60)
@@ -272,6 +296,7 @@ class Side:
 
     kind: str
     brokers: list[Broker]
+    zookeeper: str  # connect string with this kind's chroot
     # What a figure keeps between its runs on this side (the startup topic, say).
     state: dict[str, Any] = field(default_factory=dict)
 
@@ -297,6 +322,11 @@ class Side:
         broker = via or next(b for b in self.brokers if b.running())
         with KafkaWire((HOST, broker.port), timeout=10.0) as wire:
             return wire.metadata(topics, version=8)
+
+    def isr(self, topic: str, via: Broker | None = None) -> list[int]:
+        """The ISR of partition 0 of ``topic``."""
+        found = [t for t in self.metadata([topic], via).topics if t.name == topic and t.partitions]
+        return sorted(found[0].partitions[0].isr_nodes) if found else []
 
     def led(self, topic: str, count: int, isr: int | None = None, via: Broker | None = None) -> bool:
         found = [t for t in self.metadata([topic], via).topics if t.name == topic]
@@ -338,6 +368,11 @@ class Sizes:
     startup_partitions: int
     latency_rate: int  # records per second
     latency_seconds: float
+    copy_bytes: int  # of a partition a follower catches up on, a reassignment or a dir move copies
+    dirty_bytes: int  # of updates the cleaner compacts
+    keys: int  # distinct keys of those updates
+    recovery_segments: int
+    scale_partitions: int
     timeout: float = 600.0
 
 
@@ -480,7 +515,255 @@ def txn_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     return {"mib_s": sizes.txn_records * RECORD_BYTES / MiB / seconds}
 
 
+# ---------------------------------------------------------------------------------------------
+# Figures that copy, clean or load a log: their bytes are the segment files on disk
+
+
+def fill(bootstrap: str, topic: str, total_bytes: int, record_bytes: int = 64 << 10, partitions: int = 1,
+         keys: int = 0, batch_bytes: int = 1_000_000) -> None:
+    """``total_bytes`` of records (acks=1), round robin over ``partitions``; with ``keys``, each
+    record keyed by one of that many keys in turn (updates of the same keys, for the cleaner)."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
+                                         "batch.size": batch_bytes, "compression.type": "none",
+                                         "enable.idempotence": False, "queue.buffering.max.kbytes": 256 * 1024})
+    value = os.urandom(record_bytes)
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None and len(failures) < 5:
+            failures.append(str(err))
+
+    for i in range(total_bytes // record_bytes):
+        key = b"key-%07d" % (i % keys) if keys else None
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, partition=i % partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(600) or failures:
+        raise RuntimeError(f"could not fill {topic}: {failures}")
+
+
+def partition_path(broker: Broker, topic: str, partition: int) -> Path:
+    """The dir of the broker's replica of ``topic``-``partition`` (in either log dir)."""
+    for log_dir in broker.log_dirs:
+        if (log_dir / f"{topic}-{partition}").is_dir():
+            return log_dir / f"{topic}-{partition}"
+    raise FileNotFoundError(f"no replica of {topic}-{partition} in {broker.log_dirs}")
+
+
+def segment_sizes(path: Path) -> list[int]:
+    """Bytes of each segment file in ``path``, oldest first (the names are zero-padded offsets);
+    a segment the broker deletes while they are read is left out."""
+    sizes = []
+    for segment in sorted(path.glob("*.log")):
+        with contextlib.suppress(FileNotFoundError):
+            sizes.append(segment.stat().st_size)
+    return sizes
+
+
+def log_bytes(broker: Broker, topic: str, partition: int = 0) -> int:
+    return sum(segment_sizes(partition_path(broker, topic, partition)))
+
+
+def catch_up_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """RF 2 on the first two brokers; the follower stopped (cleanly), the leader given the bytes,
+    the follower started: the seconds from its start to its return to the ISR (its own startup
+    included), and the partition's MiB over them."""
+    topic = f"catch-up-{run}"
+    leader, follower = side.brokers[0], side.brokers[1]
+    side.create_topic(topic, 1, 2, assignment=[[leader.broker_id, follower.broker_id]],
+                      **{"min.insync.replicas": "1"})
+    follower.stop()
+    wait_until(lambda: side.isr(topic, via=leader) == [leader.broker_id], 120, interval=0.05,
+               what=f"the stopped follower out of the ISR on {side.kind}")
+    fill(leader.bootstrap, topic, sizes.copy_bytes)
+    size = log_bytes(leader, topic)
+    os.sync()  # the follower's writes start with nothing dirty to write back
+    started = time.monotonic()
+    follower.start()
+    wait_until(lambda: follower.broker_id in side.isr(topic, via=leader), sizes.timeout, interval=0.02,
+               what=f"the follower back in the ISR on {side.kind}")
+    seconds = time.monotonic() - started
+    side.delete_topic(topic)
+    return {"mib_s": size / MiB / seconds, "seconds": seconds}
+
+
+def reassign_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """One partition on the first broker reassigned to the second (AlterPartitionReassignments,
+    kafka-python's admin client): the seconds from the request to the reassignment done (the
+    second broker the only replica and no reassignment listed)."""
+    topic = f"reassign-{run}"
+    source, target = side.brokers[0], side.brokers[1]
+    side.create_topic(topic, 1, 1, assignment=[[source.broker_id]])
+    fill(source.bootstrap, topic, sizes.copy_bytes)
+    size = log_bytes(source, topic)
+    admin = KafkaAdminClient(bootstrap_servers=side.bootstrap, client_id=f"bench-reassign-{side.kind}")
+    try:
+        os.sync()
+        started = time.monotonic()
+        admin.alter_partition_reassignments({TopicPartition(topic, 0): [target.broker_id]})
+
+        def done() -> bool:
+            replicas = [p.replica_nodes for t in side.metadata([topic]).topics if t.name == topic for p in t.partitions]
+            return replicas == [[target.broker_id]] and not admin.list_partition_reassignments()
+        wait_until(done, sizes.timeout, interval=0.01, what=f"the reassignment of {topic} done on {side.kind}")
+        seconds = time.monotonic() - started
+    finally:
+        admin.close()
+    side.delete_topic(topic)
+    return {"mib_s": size / MiB / seconds, "seconds": seconds}
+
+
+def dir_move_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """One partition of the first broker moved to its other log dir (AlterReplicaLogDirs): the
+    seconds from the request until DescribeLogDirs shows it in the new dir and no future replica."""
+    topic = f"dir-move-{run}"
+    broker = side.brokers[0]
+    side.create_topic(topic, 1, 1, assignment=[[broker.broker_id]])
+    fill(broker.bootstrap, topic, sizes.copy_bytes)
+    source = partition_path(broker, topic, 0).parent
+    target = os.path.realpath(next(d for d in broker.log_dirs if d != source))
+    size = log_bytes(broker, topic)
+    cluster = Cluster.discover(broker.bootstrap, client_id=f"bench-dir-move-{side.kind}")
+    try:
+        connection = cluster.connection(broker.broker_id)
+
+        def moved() -> bool:
+            _, response = connection.request(DESCRIBE_LOG_DIRS, {"topics": None})
+            found = [(os.path.realpath(r.log_dir), p.is_future_key) for r in response.results
+                     for t in r.topics if t.name == topic for p in t.partitions]
+            return found == [(target, False)]
+        os.sync()
+        started = time.monotonic()
+        _, response = connection.request(ALTER_REPLICA_LOG_DIRS, {"dirs": [
+            {"path": target, "topics": [{"name": topic, "partitions": [0]}]}]})
+        code = response.results[0].partitions[0].error_code
+        if code:
+            raise RuntimeError(f"AlterReplicaLogDirs to {target} refused by {side.kind} with error {code}")
+        wait_until(moved, sizes.timeout, interval=0.01, what=f"{topic} moved to {target} on {side.kind}")
+        seconds = time.monotonic() - started
+    finally:
+        cluster.close()
+    side.delete_topic(topic)
+    return {"mib_s": size / MiB / seconds, "seconds": seconds}
+
+
+def compaction_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """A compacted topic on the first broker filled with updates of ``keys`` keys while
+    min.compaction.lag.ms (a day) holds the cleaner off; then that lag set to 0
+    (IncrementalAlterConfigs): the seconds until the closed segments hold no more than each key
+    once, and the MiB of closed segments (the dirty log) over them."""
+    topic = f"compaction-{run}"
+    broker = side.brokers[0]
+    # The active segment, which no cleaner touches, holds at most an eighth of the updates.
+    segment = max(1 << 20, sizes.dirty_bytes // 8)
+    side.create_topic(topic, 1, 1, assignment=[[broker.broker_id]], **{
+        "cleanup.policy": "compact", "segment.bytes": str(segment), "min.compaction.lag.ms": str(86_400_000),
+        "min.cleanable.dirty.ratio": "0.01"})
+    fill(broker.bootstrap, topic, sizes.dirty_bytes, record_bytes=RECORD_BYTES, keys=sizes.keys)
+    path = partition_path(broker, topic, 0)
+    dirty = sum(segment_sizes(path)[:-1])
+    # Each key once, even each in a batch of its own (61 bytes of batch header, a record's own).
+    clean = sizes.keys * (RECORD_BYTES + 200)
+    if dirty < 2 * clean:
+        raise RuntimeError(f"compaction run on {side.kind}: {dirty} dirty bytes, too few to tell a clean log "
+                           f"({clean} bytes) apart; more --dirty-mib or fewer --keys")
+    started = time.monotonic()
+    alter_configs(broker.bootstrap, ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                   configs={"min.compaction.lag.ms": "0"}))
+    wait_until(lambda: sum(segment_sizes(path)[:-1]) <= clean, sizes.timeout, interval=0.02,
+               what=f"{topic} cleaned on {side.kind}")
+    seconds = time.monotonic() - started
+    side.delete_topic(topic)
+    return {"mib_s": dirty / MiB / seconds, "seconds": seconds}
+
+
+RECOVERY_PARTITIONS = 10
+RECOVERY_SEGMENT_BYTES = 64 << 10
+
+
+def recovery_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """The first broker, the only replica of 10 partitions of ``recovery_segments`` segments of
+    64 KiB in all, killed with SIGKILL: once ZooKeeper has ended its session (not counted), the
+    seconds from its start to its own Metadata giving every partition a leader."""
+    topic = f"recovery-{run}"
+    broker = side.brokers[0]
+    side.create_topic(topic, RECOVERY_PARTITIONS, 1, assignment=[[broker.broker_id]] * RECOVERY_PARTITIONS,
+                      **{"segment.bytes": str(RECOVERY_SEGMENT_BYTES)})
+    # Batches of 16 KiB: four to a segment.
+    fill(broker.bootstrap, topic, sizes.recovery_segments * RECOVERY_SEGMENT_BYTES, record_bytes=RECORD_BYTES,
+         partitions=RECOVERY_PARTITIONS, batch_bytes=16 << 10)
+    segments = sum(len(segment_sizes(partition_path(broker, topic, p))) for p in range(RECOVERY_PARTITIONS))
+    broker.kill9()
+    # A broker registering while its dead session's znode stands is refused (Kafka exits).
+    zk = KazooClient(hosts=side.zookeeper)
+    zk.start(30)
+    try:
+        wait_until(lambda: zk.exists(f"/brokers/ids/{broker.broker_id}") is None, 120, interval=0.05,
+                   what=f"the killed {side.kind} broker's session ended")
+    finally:
+        zk.stop()
+        zk.close()
+    started = time.monotonic()
+    broker.start()
+    wait_until(lambda: side.led(topic, RECOVERY_PARTITIONS, via=broker), sizes.timeout, interval=0.02,
+               what=f"every partition of {topic} led after {side.kind}'s restart")
+    seconds = time.monotonic() - started
+    print(f"recovery run {run} on {side.kind}: {segments} segments", file=sys.stderr, flush=True)
+    side.delete_topic(topic)
+    return {"seconds": seconds}
+
+
+SCALE_TOPIC_PARTITIONS = 100
+
+
+def scale_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """``scale_partitions`` partitions on the first broker, in topics of 100, in one CreateTopics
+    call: the seconds from the call to that broker's Metadata giving every partition a leader;
+    then the milliseconds from a Metadata request for all those topics to its whole answer
+    (median of five, not decoded); then the broker's resident memory."""
+    broker = side.brokers[0]
+    counts = [SCALE_TOPIC_PARTITIONS] * (sizes.scale_partitions // SCALE_TOPIC_PARTITIONS)
+    if sizes.scale_partitions % SCALE_TOPIC_PARTITIONS:
+        counts.append(sizes.scale_partitions % SCALE_TOPIC_PARTITIONS)
+    names = [f"scale-{run}-{i}" for i in range(len(counts))]
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": side.bootstrap})
+    admin.list_topics(timeout=10)  # connected, and the controller known, before the clock starts
+    started = time.monotonic()
+    futures = admin.create_topics([confluent_kafka.admin.NewTopic(name, count, replica_assignment=[
+        [broker.broker_id]] * count) for name, count in zip(names, counts, strict=True)],
+        operation_timeout=sizes.timeout, request_timeout=sizes.timeout + 60)
+    for future in futures.values():
+        future.result(sizes.timeout + 60)
+
+    def led() -> bool:
+        found = {t.name: t for t in side.metadata(names, via=broker).topics}
+        return all(name in found and len(found[name].partitions) == count
+                   and all(p.leader_id >= 0 for p in found[name].partitions)
+                   for name, count in zip(names, counts, strict=True))
+    wait_until(led, sizes.timeout, interval=0.05, what=f"every scale partition led on {side.kind}")
+    created = time.monotonic() - started
+    answers = []
+    with KafkaWire((HOST, broker.port), timeout=60.0) as wire:
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                                  allow_auto_topic_creation=False)
+        for _ in range(5):
+            frame = wire.encode(request, 8)
+            sent = time.perf_counter()
+            wire.send_raw(frame)
+            wire.recv_frame()
+            answers.append(time.perf_counter() - sent)
+    memory = resident_mib(broker.pid)
+    for future in admin.delete_topics(names, operation_timeout=sizes.timeout,
+                                      request_timeout=sizes.timeout + 60).values():
+        future.result(sizes.timeout + 60)
+    return {"create_s": created, "metadata_ms": statistics.median(answers) * 1000, "rss_mib": memory}
+
+
 THROUGHPUT = (Metric("mib_s", "MiB/s", "MiB/s", True),)
+COPY = (*THROUGHPUT, Metric("seconds", "seconds", "s", False))
 FIGURES = {f.name: f for f in (
     Figure("produce-rf1", THROUGHPUT, produce_rf1),
     Figure("produce-rf3", THROUGHPUT, produce_rf3, brokers=3),
@@ -491,6 +774,14 @@ FIGURES = {f.name: f for f in (
                    Metric("rss_mib", "broker resident memory after", "MiB", False)), cpu_run),
     Figure("startup", (Metric("seconds", "restart to serving", "s", False),), startup_run),
     Figure("txn", THROUGHPUT, txn_run),
+    Figure("catch-up", COPY, catch_up_run, brokers=2),
+    Figure("reassign", COPY, reassign_run, brokers=2),
+    Figure("dir-move", COPY, dir_move_run),
+    Figure("compaction", COPY, compaction_run),
+    Figure("recovery", (Metric("seconds", "restart to serving", "s", False),), recovery_run),
+    Figure("scale", (Metric("create_s", "created and led", "s", False),
+                     Metric("metadata_ms", "Metadata of them all", "ms", False),
+                     Metric("rss_mib", "broker resident memory after", "MiB", False)), scale_run),
 )}
 TITLES = {
     "produce-rf1": "produce, 3 partitions, RF 1, acks=1",
@@ -500,6 +791,12 @@ TITLES = {
     "cpu": "produce to 1 partition, acks=1",
     "startup": "broker restart",
     "txn": "transactional produce, 3 partitions",
+    "catch-up": "follower catch-up, start to back in the ISR",
+    "reassign": "reassignment to another broker",
+    "dir-move": "move between log dirs",
+    "compaction": "cleaner, dirty log compacted",
+    "recovery": "broker restart after kill -9",
+    "scale": "partitions on one broker",
 }
 
 
@@ -585,6 +882,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, help="partitions of the startup topic")
     parser.add_argument("--latency-rate", type=int, help="records per second of the latency run")
     parser.add_argument("--latency-seconds", type=float)
+    parser.add_argument("--mib", type=int, help="MiB a catch-up, reassignment or dir move copies")
+    parser.add_argument("--dirty-mib", type=int, help="MiB of updates the cleaner compacts")
+    parser.add_argument("--keys", type=int, help="distinct keys of those updates")
+    parser.add_argument("--segments", type=int, help="segments of the broker killed in the recovery run")
+    parser.add_argument("--scale-partitions", type=int, help="partitions the scale run creates on one broker")
     args = parser.parse_args(argv)
     names = list(FIGURES) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in FIGURES]
@@ -605,6 +907,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         startup_partitions=args.partitions or (100 if quick else 1000),
         latency_rate=args.latency_rate or (500 if quick else 2000),
         latency_seconds=args.latency_seconds or (3.0 if quick else 20.0),
+        copy_bytes=(args.mib or (32 if quick else 1024)) * MiB,
+        dirty_bytes=(args.dirty_mib or (16 if quick else 256)) * MiB,
+        keys=args.keys or (1000 if quick else 10_000),
+        recovery_segments=args.segments or (100 if quick else 1000),
+        scale_partitions=args.scale_partitions or (500 if quick else 10_000),
     )
     return args
 
@@ -631,7 +938,7 @@ def main(argv: list[str] | None = None) -> int:
                     broker: Broker = (KafkaBroker(dist, home, broker_id, port, broker_settings) if kind == "kafka"
                                       else MiniBroker(home, broker_id, port, broker_settings))
                     brokers.append(broker)
-                sides[kind] = Side(kind, brokers)
+                sides[kind] = Side(kind, brokers, f"{zookeeper.connect}/{kind}")
                 sides[kind].start()
             for figure in args.figures:
                 outcomes.append(measure(figure, sides, args.sizes, args.repeat))
