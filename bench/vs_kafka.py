@@ -70,7 +70,6 @@ from tests.integration.broker_process import (  # noqa: E402
     wait_until,
 )
 from tests.interop.kafka import Kafka, kafka  # noqa: E402
-from tests.system.observe import alter_configs  # noqa: E402
 from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
 
 KAFKA_LINE = "3.9"
@@ -670,9 +669,16 @@ def compaction_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     if dirty < 2 * clean:
         raise RuntimeError(f"compaction run on {side.kind}: {dirty} dirty bytes, too few to tell a clean log "
                            f"({clean} bytes) apart; more --dirty-mib or fewer --keys")
-    started = time.monotonic()
-    alter_configs(broker.bootstrap, ConfigResource(ConfigResourceType.TOPIC, topic,
-                                                   configs={"min.compaction.lag.ms": "0"}))
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id=f"bench-compaction-{side.kind}")
+    try:
+        admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])  # connected before the clock
+        started = time.monotonic()
+        results = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                      configs={"min.compaction.lag.ms": "0"})], incremental=True)
+        if results != {"topic": {topic: "OK"}}:
+            raise RuntimeError(f"min.compaction.lag.ms=0 for {topic} refused by {side.kind}: {results}")
+    finally:
+        admin.close()
     wait_until(lambda: sum(segment_sizes(path)[:-1]) <= clean, sizes.timeout, interval=0.02,
                what=f"{topic} cleaned on {side.kind}")
     seconds = time.monotonic() - started
