@@ -16,6 +16,19 @@ Figures (``--only`` takes a comma-separated list of these names):
   cpu           broker CPU (user + system) per produced record and the broker's resident memory
   startup       a broker's restart to serving every partition of a topic of N partitions
   txn           transactional produce MiB/s, 1,000 records a transaction, acks=all, idempotent
+  catch-up      a follower (RF 2) stopped while its leader takes N bytes (1 GiB), started: MiB/s and
+                seconds from its start to its return to the ISR (its startup included)
+  reassign      a partition of N bytes reassigned to another broker (AlterPartitionReassignments):
+                MiB/s and seconds from the request until no reassignment is listed
+  dir-move      a partition of N bytes moved to the broker's other log dir (AlterReplicaLogDirs):
+                MiB/s and seconds until DescribeLogDirs shows it there and no future replica
+  compaction    the cleaner: a compacted topic of 256 MiB of updates of 10,000 keys, held off by
+                min.compaction.lag.ms, then released: MiB/s of dirty log (the closed segments) and
+                seconds until the closed segments hold each key at most once
+  recovery      a broker holding 1,000 segments (10 partitions, 64 KiB segments) killed with
+                SIGKILL: its restart to serving every partition (once ZooKeeper ended its session)
+  scale         10,000 partitions on one broker in one CreateTopics call (topics of 100): seconds
+                to every partition led; the time of a Metadata request for them all; its memory
 
 Kafka runs as kafka-server-start.sh would run it: a 1 GiB heap (-Xms1g -Xmx1g), G1 with its
 pause settings, the full JIT. Neither kind fsyncs per message (both flush on their own schedule).
@@ -23,8 +36,13 @@ Every process this bench starts is stopped at its end, on an error, on Ctrl-C an
 (and dies with it on SIGKILL: each child is tied to this process's life), and its temporary dir
 (ZooKeeper's data, every log dir) is removed.
 
+The bytes a catch-up, reassignment, dir move or clean copies are the segment files on disk; each
+starts with nothing dirty to write back (os.sync()). The cleaner runs with the same settings on
+both kinds (one thread, a 128 MiB dedupe buffer, a 200 ms pause when idle).
+
 Usage: .venv/bin/python bench/vs_kafka.py [--quick] [--only FIGURES] [--repeat R] [--brokers N]
-       [--records N] [--partitions N] [--latency-rate R] [--latency-seconds S]
+       [--records N] [--partitions N] [--latency-rate R] [--latency-seconds S] [--mib M]
+       [--dirty-mib M] [--keys K] [--segments S] [--scale-partitions P]
 """
 
 from __future__ import annotations
@@ -966,7 +984,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}) for both; 1 KiB records, "
           f"{sizes.records:,} a produce/consume/cpu run, {sizes.txn_records:,} a transactional run "
           f"({sizes.per_txn} a transaction), latency at {sizes.latency_rate:,} records/s for "
-          f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions; median of "
+          f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions, "
+          f"{sizes.copy_bytes // MiB:,} MiB a catch-up/reassignment/dir move, {sizes.dirty_bytes // MiB:,} MiB of "
+          f"updates of {sizes.keys:,} keys a clean, {sizes.recovery_segments:,} segments a recovery, "
+          f"{sizes.scale_partitions:,} partitions a scale run; median of "
           f"{args.repeat} interleaved run(s) per kind after one warm-up each{' (--quick: a smoke run)' if args.quick else ''}."
           f"\n\nmachine: {machine()}; {took:.0f} s in all\n")
     print("\n".join(table(outcomes)))
