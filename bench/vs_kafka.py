@@ -27,6 +27,8 @@ Figures (``--only`` takes a comma-separated list of these names):
                 seconds until the closed segments hold each key at most once
   recovery      a broker holding 1,000 segments (10 partitions, 64 KiB segments) killed with
                 SIGKILL: its restart to serving every partition (once ZooKeeper ended its session)
+  tls           produce-rf1's produce and consume's consume through each broker's SSL listener
+                (TLS 1.3, an EC P-256 certificate of config/secure/make-certs.sh)
   scale         10,000 partitions on one broker in one CreateTopics call (topics of 100): seconds
                 to every partition led; the time of a Metadata request for them all; its memory
 
@@ -87,6 +89,7 @@ from tests.integration.broker_process import (  # noqa: E402
     free_port,
     wait_until,
 )
+from tests.integration.security import Certs, confluent_tls  # noqa: E402
 from tests.interop.kafka import Kafka, kafka  # noqa: E402
 from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
 
@@ -100,7 +103,7 @@ PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 # inter-broker listener, as a production cluster has; small internal topics, as the system tests'
 # clusters have; a deleted topic's files gone at once, so the next run writes into memory just freed.
 SHARED_SETTINGS = {
-    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,SSL:SSL",
     "inter.broker.listener.name": "INTERNAL",
     "auto.create.topics.enable": "false",
     "num.partitions": "1",
@@ -116,6 +119,10 @@ SHARED_SETTINGS = {
     "log.cleaner.dedupe.buffer.size": str(128 << 20),
     "log.cleaner.backoff.ms": "200",
 }
+# Each broker of both kinds has an SSL listener too, with a certificate of config/secure/make-certs.sh
+# (an EC P-256 key, in one PEM file: the key store both kinds read).
+TLS_SETTINGS = {"ssl.keystore.type": "PEM"}
+
 # What kafka-server-start.sh and kafka-run-class.sh give a broker. They come after the harness's
 # flags (a serial GC and the first JIT tier only, right for short tools), and the JVM takes the last.
 KAFKA_HEAP = "1g"
@@ -314,6 +321,8 @@ class Side:
     kind: str
     brokers: list[Broker]
     zookeeper: str  # connect string with this kind's chroot
+    tls_bootstrap: str  # the brokers' SSL listeners
+    tls_client: dict[str, str]  # librdkafka's settings for them
     # What a figure keeps between its runs on this side (the startup topic, say).
     state: dict[str, Any] = field(default_factory=dict)
 
@@ -521,6 +530,16 @@ def startup_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     wait_until(lambda: side.led(topic, count, via=broker), 300, interval=0.02,
                what=f"every partition of {topic} led after {side.kind}'s restart")
     return {"seconds": time.monotonic() - started}
+
+
+def tls_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """produce-rf1's produce and consume's consume, both through the brokers' SSL listeners."""
+    topic = f"tls-{run}"
+    side.create_topic(topic, 3, 1)
+    produced = produce(side.tls_bootstrap, topic, 3, sizes.records, RECORD_BYTES, "1", sizes.timeout, side.tls_client)
+    consumed = consume(side.tls_bootstrap, topic, 3, sizes.records, "1", sizes.timeout, side.tls_client)
+    side.delete_topic(topic)
+    return {"produce_mib_s": produced.mib_per_s, "consume_mib_s": consumed.mib_per_s}
 
 
 def txn_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
@@ -803,6 +822,8 @@ FIGURES = {f.name: f for f in (
     Figure("dir-move", COPY, dir_move_run),
     Figure("compaction", COPY, compaction_run),
     Figure("recovery", (Metric("seconds", "restart to serving", "s", False),), recovery_run),
+    Figure("tls", (Metric("produce_mib_s", "produce MiB/s", "MiB/s", True),
+                   Metric("consume_mib_s", "consume MiB/s", "MiB/s", True)), tls_run),
     Figure("scale", (Metric("create_s", "created and led", "s", False),
                      Metric("metadata_ms", "Metadata of them all", "ms", False),
                      Metric("rss_mib", "broker resident memory after", "MiB", False)), scale_run),
@@ -821,6 +842,7 @@ TITLES = {
     "compaction": "cleaner, dirty log compacted",
     "recovery": "broker restart after kill -9",
     "scale": "partitions on one broker",
+    "tls": "over TLS, 3 partitions, RF 1, acks=1",
 }
 
 
@@ -951,18 +973,24 @@ def main(argv: list[str] | None = None) -> int:
         zookeeper = ZooKeeperProcess(root / "zookeeper")
         try:
             zookeeper.start()
-            settings = cluster_settings(args.brokers)
+            certs = Certs(root / "certs").make("broker")
+            settings = {**cluster_settings(args.brokers), **TLS_SETTINGS,
+                        "ssl.keystore.location": certs.keystore("broker")}
             for kind in KINDS:
                 brokers: list[Broker] = []
+                tls_ports = []
                 for broker_id in range(1, args.brokers + 1):
-                    port, internal = free_port(), free_port()
+                    port, internal, tls = free_port(), free_port(), free_port()
+                    tls_ports.append(tls)
                     broker_settings = {**settings, "zookeeper.connect": f"{zookeeper.connect}/{kind}",
-                                       "listeners": f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal}"}
+                                       "listeners": f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal},"
+                                                    f"SSL://{HOST}:{tls}"}
                     home = root / kind / f"broker{broker_id}"
                     broker: Broker = (KafkaBroker(dist, home, broker_id, port, broker_settings) if kind == "kafka"
                                       else MiniBroker(home, broker_id, port, broker_settings))
                     brokers.append(broker)
-                sides[kind] = Side(kind, brokers, f"{zookeeper.connect}/{kind}")
+                sides[kind] = Side(kind, brokers, f"{zookeeper.connect}/{kind}",
+                                   ",".join(f"{HOST}:{tls}" for tls in tls_ports), confluent_tls(certs))
                 sides[kind].start()
             for figure in args.figures:
                 outcomes.append(measure(figure, sides, args.sizes, args.repeat))
