@@ -772,7 +772,9 @@ def scale_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     if sizes.scale_partitions % SCALE_TOPIC_PARTITIONS:
         counts.append(sizes.scale_partitions % SCALE_TOPIC_PARTITIONS)
     names = [f"scale-{run}-{i}" for i in range(len(counts))]
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": side.bootstrap})
+    # librdkafka gives up on a request in flight after socket.timeout.ms, whatever the call's own timeout.
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": side.bootstrap,
+                                               "socket.timeout.ms": 300_000})  # its most
     admin.list_topics(timeout=10)  # connected, and the controller known, before the clock starts
     started = time.monotonic()
     futures = admin.create_topics([confluent_kafka.admin.NewTopic(name, count, replica_assignment=[
