@@ -16,6 +16,21 @@ Figures (``--only`` takes a comma-separated list of these names):
   cpu           broker CPU (user + system) per produced record and the broker's resident memory
   startup       a broker's restart to serving every partition of a topic of N partitions
   txn           transactional produce MiB/s, 1,000 records a transaction, acks=all, idempotent
+  catch-up      a follower (RF 2) stopped while its leader takes N bytes (1 GiB), started: MiB/s and
+                seconds from its start to its return to the ISR (its startup included)
+  reassign      a partition of N bytes reassigned to another broker (AlterPartitionReassignments):
+                MiB/s and seconds from the request until no reassignment is listed
+  dir-move      a partition of N bytes moved to the broker's other log dir (AlterReplicaLogDirs):
+                MiB/s and seconds until DescribeLogDirs shows it there and no future replica
+  compaction    the cleaner: a compacted topic of 256 MiB of updates of 10,000 keys, held off by
+                min.compaction.lag.ms, then released: MiB/s of dirty log (the closed segments) and
+                seconds until the closed segments hold each key at most once
+  recovery      a broker holding 1,000 segments (10 partitions, 64 KiB segments) killed with
+                SIGKILL: its restart to serving every partition (once ZooKeeper ended its session)
+  tls           produce-rf1's produce and consume's consume through each broker's SSL listener
+                (TLS 1.3, an EC P-256 certificate of config/secure/make-certs.sh)
+  scale         10,000 partitions on one broker in one CreateTopics call (topics of 100): seconds
+                to every partition led; the time of a Metadata request for them all; its memory
 
 Kafka runs as kafka-server-start.sh would run it: a 1 GiB heap (-Xms1g -Xmx1g), G1 with its
 pause settings, the full JIT. Neither kind fsyncs per message (both flush on their own schedule).
@@ -23,8 +38,13 @@ Every process this bench starts is stopped at its end, on an error, on Ctrl-C an
 (and dies with it on SIGKILL: each child is tied to this process's life), and its temporary dir
 (ZooKeeper's data, every log dir) is removed.
 
+The bytes a catch-up, reassignment, dir move or clean copies are the segment files on disk; each
+starts with nothing dirty to write back (os.sync()). The cleaner runs with the same settings on
+both kinds (one thread, a 128 MiB dedupe buffer, a 200 ms pause when idle).
+
 Usage: .venv/bin/python bench/vs_kafka.py [--quick] [--only FIGURES] [--repeat R] [--brokers N]
-       [--records N] [--partitions N] [--latency-rate R] [--latency-seconds S]
+       [--records N] [--partitions N] [--latency-rate R] [--latency-seconds S] [--mib M]
+       [--dirty-mib M] [--keys K] [--segments S] [--scale-partitions P]
 """
 
 from __future__ import annotations
@@ -52,9 +72,14 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import confluent_kafka  # noqa: E402
 import confluent_kafka.admin  # noqa: E402
+from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
+from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
+from kafka.protocol.metadata import MetadataRequest  # noqa: E402
+from kazoo.client import KazooClient  # noqa: E402
 
 from bench.bench_txn import transactional  # noqa: E402
 from bench.run import MiB, consume, produce  # noqa: E402
+from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, Cluster  # noqa: E402
 from tests.integration.broker_process import (  # noqa: E402
     HOST,
     BrokerNotReady,
@@ -64,6 +89,7 @@ from tests.integration.broker_process import (  # noqa: E402
     free_port,
     wait_until,
 )
+from tests.integration.security import Certs, confluent_tls  # noqa: E402
 from tests.interop.kafka import Kafka, kafka  # noqa: E402
 from tests.system.zookeeper import ZooKeeperProcess  # noqa: E402
 
@@ -77,7 +103,7 @@ PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 # inter-broker listener, as a production cluster has; small internal topics, as the system tests'
 # clusters have; a deleted topic's files gone at once, so the next run writes into memory just freed.
 SHARED_SETTINGS = {
-    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,SSL:SSL",
     "inter.broker.listener.name": "INTERNAL",
     "auto.create.topics.enable": "false",
     "num.partitions": "1",
@@ -87,7 +113,16 @@ SHARED_SETTINGS = {
     "offsets.topic.num.partitions": "6",
     "transaction.state.log.num.partitions": "6",
     "zookeeper.session.timeout.ms": "18000",
+    # The cleaner: one thread, Kafka's dedupe buffer, and a short pause when idle (Kafka's 15 s
+    # would be most of a compaction run's time).
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(128 << 20),
+    "log.cleaner.backoff.ms": "200",
 }
+# Each broker of both kinds has an SSL listener too, with a certificate of config/secure/make-certs.sh
+# (an EC P-256 key, in one PEM file: the key store both kinds read).
+TLS_SETTINGS = {"ssl.keystore.type": "PEM"}
+
 # What kafka-server-start.sh and kafka-run-class.sh give a broker. They come after the harness's
 # flags (a serial GC and the first JIT tier only, right for short tools), and the JVM takes the last.
 KAFKA_HEAP = "1g"
@@ -186,6 +221,12 @@ class KafkaBroker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def kill9(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(30)
+            self.process = None
+
     def stop(self, timeout: float = 60.0) -> None:
         if self.process is None:
             return
@@ -229,11 +270,18 @@ class MiniBroker:
         assert self.broker.process is not None, "broker not running"
         return self.broker.process.pid
 
+    @property
+    def log_dirs(self) -> list[Path]:
+        return self.broker.log_dirs
+
     def start(self) -> None:
         self.broker.start()
 
     def running(self) -> bool:
         return self.broker.is_running()
+
+    def kill9(self) -> None:
+        self.broker.kill9()
 
     def stop(self) -> None:
         self.broker.stop(timeout=60)
@@ -272,6 +320,9 @@ class Side:
 
     kind: str
     brokers: list[Broker]
+    zookeeper: str  # connect string with this kind's chroot
+    tls_bootstrap: str  # the brokers' SSL listeners
+    tls_client: dict[str, str]  # librdkafka's settings for them
     # What a figure keeps between its runs on this side (the startup topic, say).
     state: dict[str, Any] = field(default_factory=dict)
 
@@ -297,6 +348,11 @@ class Side:
         broker = via or next(b for b in self.brokers if b.running())
         with KafkaWire((HOST, broker.port), timeout=10.0) as wire:
             return wire.metadata(topics, version=8)
+
+    def isr(self, topic: str, via: Broker | None = None) -> list[int]:
+        """The ISR of partition 0 of ``topic``."""
+        found = [t for t in self.metadata([topic], via).topics if t.name == topic and t.partitions]
+        return sorted(found[0].partitions[0].isr_nodes) if found else []
 
     def led(self, topic: str, count: int, isr: int | None = None, via: Broker | None = None) -> bool:
         found = [t for t in self.metadata([topic], via).topics if t.name == topic]
@@ -338,6 +394,11 @@ class Sizes:
     startup_partitions: int
     latency_rate: int  # records per second
     latency_seconds: float
+    copy_bytes: int  # of a partition a follower catches up on, a reassignment or a dir move copies
+    dirty_bytes: int  # of updates the cleaner compacts
+    keys: int  # distinct keys of those updates
+    recovery_segments: int
+    scale_partitions: int
     timeout: float = 600.0
 
 
@@ -471,6 +532,16 @@ def startup_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     return {"seconds": time.monotonic() - started}
 
 
+def tls_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """produce-rf1's produce and consume's consume, both through the brokers' SSL listeners."""
+    topic = f"tls-{run}"
+    side.create_topic(topic, 3, 1)
+    produced = produce(side.tls_bootstrap, topic, 3, sizes.records, RECORD_BYTES, "1", sizes.timeout, side.tls_client)
+    consumed = consume(side.tls_bootstrap, topic, 3, sizes.records, "1", sizes.timeout, side.tls_client)
+    side.delete_topic(topic)
+    return {"produce_mib_s": produced.mib_per_s, "consume_mib_s": consumed.mib_per_s}
+
+
 def txn_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     topic = f"txn-{run}"
     replication = min(3, len(side.brokers))
@@ -480,7 +551,264 @@ def txn_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     return {"mib_s": sizes.txn_records * RECORD_BYTES / MiB / seconds}
 
 
+# ---------------------------------------------------------------------------------------------
+# Figures that copy, clean or load a log: their bytes are the segment files on disk
+
+
+def fill(bootstrap: str, topic: str, total_bytes: int, record_bytes: int = 64 << 10, partitions: int = 1,
+         keys: int = 0, batch_bytes: int = 1_000_000) -> None:
+    """``total_bytes`` of records (acks=1), round robin over ``partitions``; with ``keys``, each
+    record keyed by one of that many keys in turn (updates of the same keys, for the cleaner)."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
+                                         "batch.size": batch_bytes, "compression.type": "none",
+                                         "enable.idempotence": False, "queue.buffering.max.kbytes": 256 * 1024})
+    value = os.urandom(record_bytes)
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None and len(failures) < 5:
+            failures.append(str(err))
+
+    for i in range(total_bytes // record_bytes):
+        key = b"key-%07d" % (i % keys) if keys else None
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, partition=i % partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(600) or failures:
+        raise RuntimeError(f"could not fill {topic}: {failures}")
+
+
+def partition_path(broker: Broker, topic: str, partition: int) -> Path:
+    """The dir of the broker's replica of ``topic``-``partition`` (in either log dir)."""
+    for log_dir in broker.log_dirs:
+        if (log_dir / f"{topic}-{partition}").is_dir():
+            return log_dir / f"{topic}-{partition}"
+    raise FileNotFoundError(f"no replica of {topic}-{partition} in {broker.log_dirs}")
+
+
+def segment_sizes(path: Path) -> list[int]:
+    """Bytes of each segment file in ``path``, oldest first (the names are zero-padded offsets);
+    a segment the broker deletes while they are read is left out."""
+    sizes = []
+    for segment in sorted(path.glob("*.log")):
+        with contextlib.suppress(FileNotFoundError):
+            sizes.append(segment.stat().st_size)
+    return sizes
+
+
+def log_bytes(broker: Broker, topic: str, partition: int = 0) -> int:
+    return sum(segment_sizes(partition_path(broker, topic, partition)))
+
+
+def catch_up_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """RF 2 on the first two brokers; the follower stopped (cleanly), the leader given the bytes,
+    the follower started: the seconds from its start to its return to the ISR (its own startup
+    included), and the partition's MiB over them."""
+    topic = f"catch-up-{run}"
+    leader, follower = side.brokers[0], side.brokers[1]
+    side.create_topic(topic, 1, 2, assignment=[[leader.broker_id, follower.broker_id]],
+                      **{"min.insync.replicas": "1"})
+    follower.stop()
+    wait_until(lambda: side.isr(topic, via=leader) == [leader.broker_id], 120, interval=0.05,
+               what=f"the stopped follower out of the ISR on {side.kind}")
+    fill(leader.bootstrap, topic, sizes.copy_bytes)
+    size = log_bytes(leader, topic)
+    os.sync()  # the follower's writes start with nothing dirty to write back
+    started = time.monotonic()
+    follower.start()
+    wait_until(lambda: follower.broker_id in side.isr(topic, via=leader), sizes.timeout, interval=0.02,
+               what=f"the follower back in the ISR on {side.kind}")
+    seconds = time.monotonic() - started
+    side.delete_topic(topic)
+    return {"mib_s": size / MiB / seconds, "seconds": seconds}
+
+
+def reassign_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """One partition on the first broker reassigned to the second (AlterPartitionReassignments,
+    kafka-python's admin client): the seconds from the request to the reassignment done (the
+    second broker the only replica and no reassignment listed)."""
+    topic = f"reassign-{run}"
+    source, target = side.brokers[0], side.brokers[1]
+    side.create_topic(topic, 1, 1, assignment=[[source.broker_id]])
+    fill(source.bootstrap, topic, sizes.copy_bytes)
+    size = log_bytes(source, topic)
+    admin = KafkaAdminClient(bootstrap_servers=side.bootstrap, client_id=f"bench-reassign-{side.kind}")
+    try:
+        os.sync()
+        started = time.monotonic()
+        admin.alter_partition_reassignments({TopicPartition(topic, 0): [target.broker_id]})
+
+        def done() -> bool:
+            replicas = [p.replica_nodes for t in side.metadata([topic]).topics if t.name == topic for p in t.partitions]
+            return replicas == [[target.broker_id]] and not admin.list_partition_reassignments()
+        wait_until(done, sizes.timeout, interval=0.01, what=f"the reassignment of {topic} done on {side.kind}")
+        seconds = time.monotonic() - started
+    finally:
+        admin.close()
+    side.delete_topic(topic)
+    return {"mib_s": size / MiB / seconds, "seconds": seconds}
+
+
+def dir_move_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """One partition of the first broker moved to its other log dir (AlterReplicaLogDirs): the
+    seconds from the request until DescribeLogDirs shows it in the new dir and no future replica."""
+    topic = f"dir-move-{run}"
+    broker = side.brokers[0]
+    side.create_topic(topic, 1, 1, assignment=[[broker.broker_id]])
+    fill(broker.bootstrap, topic, sizes.copy_bytes)
+    source = partition_path(broker, topic, 0).parent
+    target = os.path.realpath(next(d for d in broker.log_dirs if d != source))
+    size = log_bytes(broker, topic)
+    cluster = Cluster.discover(broker.bootstrap, client_id=f"bench-dir-move-{side.kind}")
+    try:
+        connection = cluster.connection(broker.broker_id)
+
+        def moved() -> bool:
+            _, response = connection.request(DESCRIBE_LOG_DIRS, {"topics": None})
+            found = [(os.path.realpath(r.log_dir), p.is_future_key) for r in response.results
+                     for t in r.topics if t.name == topic for p in t.partitions]
+            return found == [(target, False)]
+        os.sync()
+        started = time.monotonic()
+        _, response = connection.request(ALTER_REPLICA_LOG_DIRS, {"dirs": [
+            {"path": target, "topics": [{"name": topic, "partitions": [0]}]}]})
+        code = response.results[0].partitions[0].error_code
+        if code:
+            raise RuntimeError(f"AlterReplicaLogDirs to {target} refused by {side.kind} with error {code}")
+        wait_until(moved, sizes.timeout, interval=0.01, what=f"{topic} moved to {target} on {side.kind}")
+        seconds = time.monotonic() - started
+    finally:
+        cluster.close()
+    side.delete_topic(topic)
+    return {"mib_s": size / MiB / seconds, "seconds": seconds}
+
+
+def compaction_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """A compacted topic on the first broker filled with updates of ``keys`` keys while
+    min.compaction.lag.ms (a day) holds the cleaner off; then that lag set to 0
+    (IncrementalAlterConfigs): the seconds until the closed segments hold no more than each key
+    once, and the MiB of closed segments (the dirty log) over them."""
+    topic = f"compaction-{run}"
+    broker = side.brokers[0]
+    # The active segment, which no cleaner touches, holds at most an eighth of the updates.
+    segment = max(1 << 20, sizes.dirty_bytes // 8)
+    side.create_topic(topic, 1, 1, assignment=[[broker.broker_id]], **{
+        "cleanup.policy": "compact", "segment.bytes": str(segment), "min.compaction.lag.ms": str(86_400_000),
+        "min.cleanable.dirty.ratio": "0.01"})
+    fill(broker.bootstrap, topic, sizes.dirty_bytes, record_bytes=RECORD_BYTES, keys=sizes.keys)
+    path = partition_path(broker, topic, 0)
+    dirty = sum(segment_sizes(path)[:-1])
+    # Each key once, even each in a batch of its own (61 bytes of batch header, a record's own).
+    clean = sizes.keys * (RECORD_BYTES + 200)
+    if dirty < 2 * clean:
+        raise RuntimeError(f"compaction run on {side.kind}: {dirty} dirty bytes, too few to tell a clean log "
+                           f"({clean} bytes) apart; more --dirty-mib or fewer --keys")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id=f"bench-compaction-{side.kind}")
+    try:
+        admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])  # connected before the clock
+        started = time.monotonic()
+        results = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                      configs={"min.compaction.lag.ms": "0"})], incremental=True)
+        if results != {"topic": {topic: "OK"}}:
+            raise RuntimeError(f"min.compaction.lag.ms=0 for {topic} refused by {side.kind}: {results}")
+    finally:
+        admin.close()
+    wait_until(lambda: sum(segment_sizes(path)[:-1]) <= clean, sizes.timeout, interval=0.02,
+               what=f"{topic} cleaned on {side.kind}")
+    seconds = time.monotonic() - started
+    side.delete_topic(topic)
+    return {"mib_s": dirty / MiB / seconds, "seconds": seconds}
+
+
+RECOVERY_PARTITIONS = 10
+RECOVERY_SEGMENT_BYTES = 64 << 10
+
+
+def recovery_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """The first broker, the only replica of 10 partitions of ``recovery_segments`` segments of
+    64 KiB in all, killed with SIGKILL: once ZooKeeper has ended its session (not counted), the
+    seconds from its start to its own Metadata giving every partition a leader."""
+    topic = f"recovery-{run}"
+    broker = side.brokers[0]
+    side.create_topic(topic, RECOVERY_PARTITIONS, 1, assignment=[[broker.broker_id]] * RECOVERY_PARTITIONS,
+                      **{"segment.bytes": str(RECOVERY_SEGMENT_BYTES)})
+    # Batches of 16 KiB: four to a segment.
+    fill(broker.bootstrap, topic, sizes.recovery_segments * RECOVERY_SEGMENT_BYTES, record_bytes=RECORD_BYTES,
+         partitions=RECOVERY_PARTITIONS, batch_bytes=16 << 10)
+    segments = sum(len(segment_sizes(partition_path(broker, topic, p))) for p in range(RECOVERY_PARTITIONS))
+    broker.kill9()
+    # A broker registering while its dead session's znode stands is refused (Kafka exits).
+    zk = KazooClient(hosts=side.zookeeper)
+    zk.start(30)
+    try:
+        wait_until(lambda: zk.exists(f"/brokers/ids/{broker.broker_id}") is None, 120, interval=0.05,
+                   what=f"the killed {side.kind} broker's session ended")
+    finally:
+        zk.stop()
+        zk.close()
+    started = time.monotonic()
+    broker.start()
+    wait_until(lambda: side.led(topic, RECOVERY_PARTITIONS, via=broker), sizes.timeout, interval=0.02,
+               what=f"every partition of {topic} led after {side.kind}'s restart")
+    seconds = time.monotonic() - started
+    print(f"recovery run {run} on {side.kind}: {segments} segments", file=sys.stderr, flush=True)
+    side.delete_topic(topic)
+    return {"seconds": seconds}
+
+
+SCALE_TOPIC_PARTITIONS = 100
+
+
+def scale_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """``scale_partitions`` partitions on the first broker, in topics of 100, in one CreateTopics
+    call: the seconds from the call to that broker's Metadata giving every partition a leader;
+    then the milliseconds from a Metadata request for all those topics to its whole answer
+    (median of five, not decoded); then the broker's resident memory."""
+    broker = side.brokers[0]
+    counts = [SCALE_TOPIC_PARTITIONS] * (sizes.scale_partitions // SCALE_TOPIC_PARTITIONS)
+    if sizes.scale_partitions % SCALE_TOPIC_PARTITIONS:
+        counts.append(sizes.scale_partitions % SCALE_TOPIC_PARTITIONS)
+    names = [f"scale-{run}-{i}" for i in range(len(counts))]
+    # librdkafka gives up on a request in flight after socket.timeout.ms, whatever the call's own timeout.
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": side.bootstrap,
+                                               "socket.timeout.ms": 300_000})  # its most
+    admin.list_topics(timeout=10)  # connected, and the controller known, before the clock starts
+    started = time.monotonic()
+    futures = admin.create_topics([confluent_kafka.admin.NewTopic(name, count, replica_assignment=[
+        [broker.broker_id]] * count) for name, count in zip(names, counts, strict=True)],
+        operation_timeout=sizes.timeout, request_timeout=sizes.timeout + 60)
+    for future in futures.values():
+        future.result(sizes.timeout + 60)
+
+    def led() -> bool:
+        found = {t.name: t for t in side.metadata(names, via=broker).topics}
+        return all(name in found and len(found[name].partitions) == count
+                   and all(p.leader_id >= 0 for p in found[name].partitions)
+                   for name, count in zip(names, counts, strict=True))
+    wait_until(led, sizes.timeout, interval=0.05, what=f"every scale partition led on {side.kind}")
+    created = time.monotonic() - started
+    answers = []
+    with KafkaWire((HOST, broker.port), timeout=60.0) as wire:
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                                  allow_auto_topic_creation=False)
+        for _ in range(5):
+            frame = wire.encode(request, 8)
+            sent = time.perf_counter()
+            wire.send_raw(frame)
+            wire.recv_frame()
+            answers.append(time.perf_counter() - sent)
+    memory = resident_mib(broker.pid)
+    for future in admin.delete_topics(names, operation_timeout=sizes.timeout,
+                                      request_timeout=sizes.timeout + 60).values():
+        future.result(sizes.timeout + 60)
+    return {"create_s": created, "metadata_ms": statistics.median(answers) * 1000, "rss_mib": memory}
+
+
 THROUGHPUT = (Metric("mib_s", "MiB/s", "MiB/s", True),)
+COPY = (*THROUGHPUT, Metric("seconds", "seconds", "s", False))
 FIGURES = {f.name: f for f in (
     Figure("produce-rf1", THROUGHPUT, produce_rf1),
     Figure("produce-rf3", THROUGHPUT, produce_rf3, brokers=3),
@@ -491,6 +819,16 @@ FIGURES = {f.name: f for f in (
                    Metric("rss_mib", "broker resident memory after", "MiB", False)), cpu_run),
     Figure("startup", (Metric("seconds", "restart to serving", "s", False),), startup_run),
     Figure("txn", THROUGHPUT, txn_run),
+    Figure("catch-up", COPY, catch_up_run, brokers=2),
+    Figure("reassign", COPY, reassign_run, brokers=2),
+    Figure("dir-move", COPY, dir_move_run),
+    Figure("compaction", COPY, compaction_run),
+    Figure("recovery", (Metric("seconds", "restart to serving", "s", False),), recovery_run),
+    Figure("tls", (Metric("produce_mib_s", "produce MiB/s", "MiB/s", True),
+                   Metric("consume_mib_s", "consume MiB/s", "MiB/s", True)), tls_run),
+    Figure("scale", (Metric("create_s", "created and led", "s", False),
+                     Metric("metadata_ms", "Metadata of them all", "ms", False),
+                     Metric("rss_mib", "broker resident memory after", "MiB", False)), scale_run),
 )}
 TITLES = {
     "produce-rf1": "produce, 3 partitions, RF 1, acks=1",
@@ -500,6 +838,13 @@ TITLES = {
     "cpu": "produce to 1 partition, acks=1",
     "startup": "broker restart",
     "txn": "transactional produce, 3 partitions",
+    "catch-up": "follower catch-up, start to back in the ISR",
+    "reassign": "reassignment to another broker",
+    "dir-move": "move between log dirs",
+    "compaction": "cleaner, dirty log compacted",
+    "recovery": "broker restart after kill -9",
+    "scale": "partitions on one broker",
+    "tls": "over TLS, 3 partitions, RF 1, acks=1",
 }
 
 
@@ -585,6 +930,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, help="partitions of the startup topic")
     parser.add_argument("--latency-rate", type=int, help="records per second of the latency run")
     parser.add_argument("--latency-seconds", type=float)
+    parser.add_argument("--mib", type=int, help="MiB a catch-up, reassignment or dir move copies")
+    parser.add_argument("--dirty-mib", type=int, help="MiB of updates the cleaner compacts")
+    parser.add_argument("--keys", type=int, help="distinct keys of those updates")
+    parser.add_argument("--segments", type=int, help="segments of the broker killed in the recovery run")
+    parser.add_argument("--scale-partitions", type=int, help="partitions the scale run creates on one broker")
     args = parser.parse_args(argv)
     names = list(FIGURES) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in FIGURES]
@@ -605,6 +955,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         startup_partitions=args.partitions or (100 if quick else 1000),
         latency_rate=args.latency_rate or (500 if quick else 2000),
         latency_seconds=args.latency_seconds or (3.0 if quick else 20.0),
+        copy_bytes=(args.mib or (32 if quick else 1024)) * MiB,
+        dirty_bytes=(args.dirty_mib or (16 if quick else 256)) * MiB,
+        keys=args.keys or (1000 if quick else 10_000),
+        recovery_segments=args.segments or (100 if quick else 1000),
+        scale_partitions=args.scale_partitions or (500 if quick else 10_000),
     )
     return args
 
@@ -620,18 +975,24 @@ def main(argv: list[str] | None = None) -> int:
         zookeeper = ZooKeeperProcess(root / "zookeeper")
         try:
             zookeeper.start()
-            settings = cluster_settings(args.brokers)
+            certs = Certs(root / "certs").make("broker")
+            settings = {**cluster_settings(args.brokers), **TLS_SETTINGS,
+                        "ssl.keystore.location": certs.keystore("broker")}
             for kind in KINDS:
                 brokers: list[Broker] = []
+                tls_ports = []
                 for broker_id in range(1, args.brokers + 1):
-                    port, internal = free_port(), free_port()
+                    port, internal, tls = free_port(), free_port(), free_port()
+                    tls_ports.append(tls)
                     broker_settings = {**settings, "zookeeper.connect": f"{zookeeper.connect}/{kind}",
-                                       "listeners": f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal}"}
+                                       "listeners": f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal},"
+                                                    f"SSL://{HOST}:{tls}"}
                     home = root / kind / f"broker{broker_id}"
                     broker: Broker = (KafkaBroker(dist, home, broker_id, port, broker_settings) if kind == "kafka"
                                       else MiniBroker(home, broker_id, port, broker_settings))
                     brokers.append(broker)
-                sides[kind] = Side(kind, brokers)
+                sides[kind] = Side(kind, brokers, f"{zookeeper.connect}/{kind}",
+                                   ",".join(f"{HOST}:{tls}" for tls in tls_ports), confluent_tls(certs))
                 sides[kind].start()
             for figure in args.figures:
                 outcomes.append(measure(figure, sides, args.sizes, args.repeat))
@@ -653,7 +1014,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}) for both; 1 KiB records, "
           f"{sizes.records:,} a produce/consume/cpu run, {sizes.txn_records:,} a transactional run "
           f"({sizes.per_txn} a transaction), latency at {sizes.latency_rate:,} records/s for "
-          f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions; median of "
+          f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions, "
+          f"{sizes.copy_bytes // MiB:,} MiB a catch-up/reassignment/dir move, {sizes.dirty_bytes // MiB:,} MiB of "
+          f"updates of {sizes.keys:,} keys a clean, {sizes.recovery_segments:,} segments a recovery, "
+          f"{sizes.scale_partitions:,} partitions a scale run; median of "
           f"{args.repeat} interleaved run(s) per kind after one warm-up each{' (--quick: a smoke run)' if args.quick else ''}."
           f"\n\nmachine: {machine()}; {took:.0f} s in all\n")
     print("\n".join(table(outcomes)))
