@@ -66,11 +66,12 @@ def _lookup(key: str, key_type: int, ctx: BrokerContext) -> Coordinator:
         if state is not None and state.available:
             node = ctx.metadata.broker(state.leader, ctx.listener_name)
         if node is not None:
-            # The leader loads the partition now; any other broker answers with the leader's address.
-            error = ErrorCode.NONE if node.broker_id != ctx.broker_id else (
-                ctx.groups.partition_error(key) if key_type == GROUP_KEY_TYPE else ctx.txns.coordinator_error(key))
-            if error == ErrorCode.NONE:
-                message = None
+            # The leader as this broker's metadata has it, even itself while its coordinator loads
+            # the partition or has just given it up (its ZooKeeper session ended): as Kafka's, the
+            # group or transaction request then answers COORDINATOR_LOAD_IN_PROGRESS or
+            # NOT_COORDINATOR, which clients follow. A NOT_COORDINATOR here, which Kafka never
+            # answers, left librdkafka's send_offsets_to_transaction waiting for ever.
+            error, message = ErrorCode.NONE, None
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
     if error != ErrorCode.NONE or node is None:
