@@ -7,6 +7,7 @@ principal that may CREATE it, as in Kafka."""
 from __future__ import annotations
 
 import uuid
+import weakref
 
 from minikafka.controller.topics import topic_name_error
 from minikafka.metadata.cache import NO_LEADER, PartitionMetadata, TopicMetadata
@@ -26,14 +27,26 @@ from protocol.typed.metadata import (
 ZERO_UUID = uuid.UUID(int=0)
 
 
+# Each topic's answer, built once per version of its metadata: a TopicMetadata is immutable and
+# replaced on every change, so the answer is kept as long as the object lives (by its id, which
+# is dropped with it). Building a few thousand partitions' answers took more time than encoding them.
+_DESCRIBED: dict[int, MetadataResponseTopic] = {}
+
+
 def describe_topic(topic: TopicMetadata) -> MetadataResponseTopic:
-    return {
-        "error_code": ErrorCode.NONE,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.name in INTERNAL_TOPICS,
-        "partitions": [_describe_partition(index, state) for index, state in sorted(topic.partitions.items())],
-    }
+    """The topic's answer; shared by every response while the topic's metadata is unchanged,
+    so never modified after it is built."""
+    described = _DESCRIBED.get(id(topic))
+    if described is None:
+        described = _DESCRIBED[id(topic)] = {
+            "error_code": ErrorCode.NONE,
+            "name": topic.name,
+            "topic_id": topic.topic_id,
+            "is_internal": topic.name in INTERNAL_TOPICS,
+            "partitions": [_describe_partition(index, state) for index, state in sorted(topic.partitions.items())],
+        }
+        weakref.finalize(topic, _DESCRIBED.pop, id(topic), None)
+    return described
 
 
 def _describe_partition(index: int, state: PartitionMetadata) -> MetadataResponsePartition:
