@@ -8,7 +8,7 @@ import struct
 import zlib
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import LegacyMessageFormatError
@@ -134,6 +134,29 @@ class FileSlice:
         return f"FileSlice(fd={self.fd}, position={self.position}, size={self.size})"
 
 
+def refuse_legacy_message(data: bytes, off: int, pos: int, limit: int, read: Callable[[int, int], bytes],
+                           path: str) -> None:
+    """Raise LegacyMessageFormatError if a whole message of the legacy formats, its CRC right,
+    starts at ``data[off:]`` (read from position ``pos`` of ``path``, whose data ends at ``limit``;
+    ``read(pos, size)`` reads more of it). Anything else with magic 0 or 1 there (zeros past a crash's torn write) is
+    left to the corruption checks, which cut a torn tail: legacy data must never be taken for
+    one and cut away."""
+    if len(data) - off <= MAGIC_OFFSET or data[off + MAGIC_OFFSET] not in _LEGACY_MIN_SIZE:
+        return
+    _, size, crc = _LEGACY_HEAD.unpack_from(data, off)
+    magic = data[off + MAGIC_OFFSET]
+    end = LOG_OVERHEAD + size
+    if size < _LEGACY_MIN_SIZE[magic] or pos + end > limit:
+        return
+    if off + end > len(data):
+        data, off = read(pos, end), 0
+    if len(data) - off >= end and zlib.crc32(data[off + MAGIC_OFFSET:off + end]) == crc:
+        raise LegacyMessageFormatError(
+            f"{path} holds message format v{magic} (before Kafka 0.11) at position {pos}: minikafka reads only "
+            "record batches (v2); run this broker as Kafka until that data has expired or been "
+            "rewritten")
+
+
 class _BatchScan:
     """Walks the batch headers of a segment file from a position, reading in chunks.
 
@@ -160,13 +183,12 @@ class _BatchScan:
             if off + BATCH_HEADER_SIZE > len(chunk):
                 chunk = self._read(pos, _SCAN_CHUNK)
                 chunk_start, off = pos, 0
-                if len(chunk) > MAGIC_OFFSET and chunk[MAGIC_OFFSET] in _LEGACY_MIN_SIZE:
-                    self._refuse_legacy(chunk, pos)
                 if len(chunk) < BATCH_HEADER_SIZE:
+                    # A legacy message may be shorter than a batch header.
+                    refuse_legacy_message(chunk, 0, pos, self.limit, self._read, self.path)
                     self.error = f"torn batch header at position {pos}"
                     return
-            if chunk[off + MAGIC_OFFSET] in _LEGACY_MIN_SIZE:
-                self._refuse_legacy(chunk[off:], pos)
+            refuse_legacy_message(chunk, off, pos, self.limit, self._read, self.path)
             header = parse_batch_header(chunk, off)
             end = pos + header.batch_length + LOG_OVERHEAD
             if header.batch_length < _MIN_BATCH_LENGTH or end > self.limit:
@@ -187,26 +209,6 @@ class _BatchScan:
             self.end = end
             yield pos, header
             pos = end
-
-    def _refuse_legacy(self, data: bytes, pos: int) -> None:
-        """Raise LegacyMessageFormatError if a whole message of the legacy formats, its CRC
-        right, starts ``data`` (read at ``pos``). Anything else with magic 0 or 1 there (zeros
-        past a crash's torn write) is left to the corruption checks, which cut a torn tail:
-        legacy data must never be taken for one and cut away."""
-        if len(data) < _LEGACY_HEAD.size:
-            return
-        _, size, crc = _LEGACY_HEAD.unpack_from(data, 0)
-        magic = data[MAGIC_OFFSET]
-        end = LOG_OVERHEAD + size
-        if size < _LEGACY_MIN_SIZE[magic] or pos + end > self.limit:
-            return
-        if end > len(data):
-            data = self._read(pos, end)
-        if len(data) >= end and zlib.crc32(data[MAGIC_OFFSET:end]) == crc:
-            raise LegacyMessageFormatError(
-                f"{self.path} holds message format v{magic} (before Kafka 0.11) at position {pos}: minikafka reads only "
-                "record batches (v2); run this broker as Kafka until that data has expired or been "
-                "rewritten")
 
     def _read(self, pos: int, size: int) -> bytes:
         size = min(size, self.limit - pos)
@@ -294,11 +296,11 @@ class Segment:
         """LegacyMessageFormatError if the segment starts with a message of the formats before
         record batches: read at startup from every segment, whose older ones are otherwise
         read only when a consumer asks for them."""
-        if self.size > MAGIC_OFFSET:
+        def read(pos: int, size: int) -> bytes:
             with self.guard:
-                start = os.pread(self._log_fd, _LEGACY_PEEK, 0)
-            if start[MAGIC_OFFSET] in _LEGACY_MIN_SIZE:
-                _BatchScan(self._log_fd, 0, self.size, self.guard, False, self.log_path)._refuse_legacy(start, 0)
+                return os.pread(self._log_fd, size, pos)
+
+        refuse_legacy_message(read(0, _LEGACY_PEEK), 0, 0, self.size, read, self.log_path)
 
     def _ensure_loaded(self) -> None:
         if self._loaded:
