@@ -306,7 +306,9 @@ def assert_exactly_once(runs: list[ProducerRun], records: list[Record]) -> None:
         missing = [k for k in run.acked if k not in where]
         assert not missing, f"{len(missing)} acknowledged {run.client} records lost, e.g. {missing[:3]}"
         moved = [k for k, at in run.acked.items() if where[k] != at]
-        assert not moved, f"{len(moved)} {run.client} records are not where they were acknowledged: {moved[:3]}"
+        assert not moved, f"{len(moved)} {run.client} records are not where they were acknowledged: " + ", ".join(
+            f"{k.decode()} acknowledged at {run.acked[k]} (partition, offset), stored at {where[k]}"
+            for k in moved[:6])
     acked = {k for run in runs for k in run.acked}
     failed = {k for run in runs for k in run.failed}
     unexpected = [k for k in where if k not in acked and k not in failed]
