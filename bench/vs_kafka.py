@@ -626,6 +626,19 @@ def catch_up_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     return {"mib_s": size / MiB / seconds, "seconds": seconds}
 
 
+def timed_copy(side: Side, topic: str, size: int, timeout: float, start: Callable[[], None],
+               done: Callable[[], bool], what: str) -> dict[str, float]:
+    """The seconds from ``start`` (a request that copies ``size`` bytes of ``topic``) until
+    ``done``, and the MiB/s; the topic is deleted after."""
+    os.sync()  # the copy's writes start with nothing dirty to write back
+    started = time.monotonic()
+    start()
+    wait_until(done, timeout, interval=0.01, what=f"{what} on {side.kind}")
+    seconds = time.monotonic() - started
+    side.delete_topic(topic)
+    return {"mib_s": size / MiB / seconds, "seconds": seconds}
+
+
 def reassign_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     """One partition on the first broker reassigned to the second (AlterPartitionReassignments,
     kafka-python's admin client): the seconds from the request to the reassignment done (the
@@ -634,22 +647,17 @@ def reassign_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     source, target = side.brokers[0], side.brokers[1]
     side.create_topic(topic, 1, 1, assignment=[[source.broker_id]])
     fill(source.bootstrap, topic, sizes.copy_bytes)
-    size = log_bytes(source, topic)
     admin = KafkaAdminClient(bootstrap_servers=side.bootstrap, client_id=f"bench-reassign-{side.kind}")
-    try:
-        os.sync()
-        started = time.monotonic()
-        admin.alter_partition_reassignments({TopicPartition(topic, 0): [target.broker_id]})
 
-        def done() -> bool:
-            replicas = [p.replica_nodes for t in side.metadata([topic]).topics if t.name == topic for p in t.partitions]
-            return replicas == [[target.broker_id]] and not admin.list_partition_reassignments()
-        wait_until(done, sizes.timeout, interval=0.01, what=f"the reassignment of {topic} done on {side.kind}")
-        seconds = time.monotonic() - started
+    def done() -> bool:
+        replicas = [p.replica_nodes for t in side.metadata([topic]).topics if t.name == topic for p in t.partitions]
+        return replicas == [[target.broker_id]] and not admin.list_partition_reassignments()
+    try:
+        return timed_copy(side, topic, log_bytes(source, topic), sizes.timeout,
+                          lambda: admin.alter_partition_reassignments({TopicPartition(topic, 0): [target.broker_id]}),
+                          done, f"the reassignment of {topic} done")
     finally:
         admin.close()
-    side.delete_topic(topic)
-    return {"mib_s": size / MiB / seconds, "seconds": seconds}
 
 
 def dir_move_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
@@ -661,29 +669,26 @@ def dir_move_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     fill(broker.bootstrap, topic, sizes.copy_bytes)
     source = partition_path(broker, topic, 0).parent
     target = os.path.realpath(next(d for d in broker.log_dirs if d != source))
-    size = log_bytes(broker, topic)
     cluster = Cluster.discover(broker.bootstrap, client_id=f"bench-dir-move-{side.kind}")
-    try:
-        connection = cluster.connection(broker.broker_id)
+    connection = cluster.connection(broker.broker_id)
 
-        def moved() -> bool:
-            _, response = connection.request(DESCRIBE_LOG_DIRS, {"topics": None})
-            found = [(os.path.realpath(r.log_dir), p.is_future_key) for r in response.results
-                     for t in r.topics if t.name == topic for p in t.partitions]
-            return found == [(target, False)]
-        os.sync()
-        started = time.monotonic()
+    def move() -> None:
         _, response = connection.request(ALTER_REPLICA_LOG_DIRS, {"dirs": [
             {"path": target, "topics": [{"name": topic, "partitions": [0]}]}]})
         code = response.results[0].partitions[0].error_code
         if code:
             raise RuntimeError(f"AlterReplicaLogDirs to {target} refused by {side.kind} with error {code}")
-        wait_until(moved, sizes.timeout, interval=0.01, what=f"{topic} moved to {target} on {side.kind}")
-        seconds = time.monotonic() - started
+
+    def moved() -> bool:
+        _, response = connection.request(DESCRIBE_LOG_DIRS, {"topics": None})
+        found = [(os.path.realpath(r.log_dir), p.is_future_key) for r in response.results
+                 for t in r.topics if t.name == topic for p in t.partitions]
+        return found == [(target, False)]
+    try:
+        return timed_copy(side, topic, log_bytes(broker, topic), sizes.timeout, move, moved,
+                          f"{topic} moved to {target}")
     finally:
         cluster.close()
-    side.delete_topic(topic)
-    return {"mib_s": size / MiB / seconds, "seconds": seconds}
 
 
 def compaction_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
