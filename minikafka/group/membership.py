@@ -3,7 +3,8 @@ state machine and its timers (session expiry, rebalance and sync deadlines, the 
 delay), and the groups' metadata record in __consumer_offsets.
 
 `Membership` owns the `Group` objects of the partitions the GroupCoordinator has loaded (the
-offsets inside them are `offsets.Offsets`'s to change). Group metadata is written through the
+offsets inside them are `offsets.Offsets`'s to change; deleting a group here tombstones them
+with it), and lists, describes and deletes them. Group metadata is written through the
 coordinator runtime; a change that cannot be written is undone, or the group rebalances. A
 group of the KIP-848 consumer protocol is `ConsumerGroups`'s, which takes the classic requests
 of its members. Only the GroupCoordinator and `Offsets` (which checks a committing member
