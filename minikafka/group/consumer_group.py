@@ -31,6 +31,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,8 @@ from minikafka.group.schemas import (
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from minikafka.group.coordinator import GroupCoordinator, JoinRequest
+    from minikafka.group.coordinator import GroupCoordinator
+    from minikafka.group.membership import JoinRequest
 
 log = logging.getLogger(__name__)
 
@@ -483,7 +485,7 @@ class ConsumerGroups:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
-    def list_groups(self, loaded: set[int], states: set[str], types: set[str]) -> list[GroupListing]:
+    def list_groups(self, loaded: AbstractSet[int], states: set[str], types: set[str]) -> list[GroupListing]:
         """ListGroups' entries of the consumer groups (`states` and `types` lower-case filters, empty
         for all)."""
         if types and CONSUMER_GROUP_TYPE not in types:
@@ -506,7 +508,7 @@ class ConsumerGroups:
             return ErrorCode.NON_EMPTY_GROUP
         change = _Change(group.copy())
         self._tombstone_group(change)
-        error = self.coordinator.store.append(group.partition, change.records)
+        error = self.coordinator.runtime.write(group.partition, change.records)
         if error == ErrorCode.NONE:
             self._drop(group_id)
         return error
@@ -840,7 +842,7 @@ class ConsumerGroups:
         if not change.records:
             return ErrorCode.NONE
         group = change.group
-        error = self.coordinator.store.append(group.partition, change.records)
+        error = self.coordinator.runtime.write(group.partition, change.records)
         if error != ErrorCode.NONE:
             log.warning("could not store consumer group %s's change: %s", group.group_id, error.name)
             return error

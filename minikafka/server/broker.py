@@ -24,7 +24,8 @@ from minikafka.controller.embedded import EmbeddedController
 from minikafka.controller.zk_admin import ZkClusterAdmin
 from minikafka.coordinator.topic import CoordinatorTopic
 from minikafka.group.consumer_group import ConsumerGroupConfig, TopicInfo
-from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator, LoopScheduler
+from minikafka.group.coordinator import CoordinatorConfig, GroupCoordinator
+from minikafka.group.membership import LoopScheduler
 from minikafka.metadata.cache import MetadataCache
 from minikafka.metadata.store import LocalMetadataStore
 from minikafka.metadata.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC

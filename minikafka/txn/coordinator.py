@@ -14,9 +14,14 @@ A producer is fenced by bumping its epoch: InitProducerId from a new instance of
 transactional id, or a transaction open longer than its timeout, aborts the open transaction with
 the next epoch, so the old instance's writes and markers are refused everywhere.
 
+Loading and unloading a partition, and the write-then-apply of every change, are the coordinator
+runtime's (minikafka.coordinator.runtime, shared with the group coordinator); a partition loaded
+in an older leader epoch is loaded again, since that epoch is what its markers carry.
+
 Event-loop thread only; one operation at a time per transactional id (a lock each). Its
 dependencies are passed in: the store (__transaction_state), the marker writer, the producer id
-source and the clock, so its rules are unit-tested without a broker.
+source and the clock, so its rules are unit-tested without a broker. Its callers: the transaction
+handlers, the broker on leadership changes, and the verifier of KIP-890.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from minikafka.coordinator.records import RecordFormatError
+from minikafka.coordinator.runtime import CoordinatorRuntime, CoordinatorStore
 from minikafka.coordinator.topic import LoggedRecord
+from minikafka.metadata.topics import TRANSACTION_STATE_TOPIC
 from minikafka.replica.waits import spawn_detached
 from minikafka.storage.crash_points import hook_point
 from minikafka.txn.state import (
@@ -54,24 +61,11 @@ MARKER_RETRY_BACKOFF_S = 0.1
 COMPLETE_RETRY_MAX_BACKOFF_S = 5.0
 
 
-class TxnStore(Protocol):
+class TxnStore(CoordinatorStore, Protocol):
     """Where transaction state lives: __transaction_state (CoordinatorTopic in the broker)."""
-
-    @property
-    def partition_count(self) -> int: ...
-
-    def status(self, partition: int) -> ErrorCode:
-        """NONE when this broker leads the partition and can write it."""
 
     def coordinator_epoch(self, partition: int) -> int:
         """This broker's leader epoch of the partition: the epoch its markers carry."""
-
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode: ...
-
-    async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
-        """Wait until every in-sync replica has what was appended so far."""
-
-    def read(self, partition: int) -> Iterator[LoggedRecord]: ...
 
 
 class MarkerWriter(Protocol):
@@ -124,7 +118,9 @@ class TransactionCoordinator:
         self.next_producer_id = next_producer_id
         self.now_ms = now_ms
         self.txns: dict[str, TxnMetadata] = {}
-        self.loaded_partitions: dict[int, int] = {}  # partition -> coordinator epoch it was loaded in
+        # A partition loaded in an older leader epoch loads again: the epoch is what its markers carry.
+        self.runtime = CoordinatorRuntime(TRANSACTION_STATE_TOPIC, store, self._replay, self._drop,
+                                          "transactional id(s)", epoch_of=store.coordinator_epoch)
         self._locks: dict[str, asyncio.Lock] = {}
         self._completions: dict[str, asyncio.Task[None]] = {}
         self._expiry: asyncio.Task[None] | None = None
@@ -146,26 +142,18 @@ class TransactionCoordinator:
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode:
         """NONE if this broker coordinates the id now (loading its partition if need be)."""
-        partition = self.partition_for(transactional_id)
-        status = self.store.status(partition)
-        if status != ErrorCode.NONE:
-            return status
-        if self.loaded_partitions.get(partition) != self.store.coordinator_epoch(partition):
-            self._load(partition)
-        return ErrorCode.NONE
+        return self.runtime.partition_error(self.partition_for(transactional_id))
 
     def leadership_changed(self, partition: int, leads: bool) -> None:
         """This broker now leads (loads the partition's transactions and finishes the prepared
         ones) or no longer leads (forgets them) a __transaction_state partition."""
-        if leads and self.store.status(partition) == ErrorCode.NONE:
-            self._load(partition)
-        elif not leads and partition in self.loaded_partitions:
-            self._unload(partition)
+        self.runtime.leadership_changed(partition, leads, reload=True)
 
-    def _load(self, partition: int) -> None:
-        self._unload(partition)
+    def _replay(self, partition: int, records: Iterator[LoggedRecord]) -> None:
+        """The runtime loads the partition: its transactional ids' last states, and the
+        transactions they left prepared are finished."""
         found: dict[str, TxnMetadata] = {}
-        for record in self.store.read(partition):
+        for record in records:
             try:
                 transactional_id = decode_txn_key(record.key or b"")
                 if record.value is None:
@@ -176,7 +164,6 @@ class TransactionCoordinator:
                 log.warning("__transaction_state-%d: skipping a record this coordinator cannot read: %s", partition,
                             exc)
         epoch = self.store.coordinator_epoch(partition)
-        self.loaded_partitions[partition] = epoch
         self.txns.update(found)
         prepared = [m for m in found.values() if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
         log.info("loaded __transaction_state-%d (coordinator epoch %d): %d transactional id(s), %d transaction(s) "
@@ -187,14 +174,16 @@ class TransactionCoordinator:
             if metadata.state == TxnState.PREPARE_EPOCH_FENCE:  # the fence was decided, its abort not yet
                 self._spawn_abort(metadata.transactional_id)
 
-    def _unload(self, partition: int) -> None:
-        if self.loaded_partitions.pop(partition, None) is None:
-            return
-        for transactional_id in [t for t in self.txns if self.partition_for(t) == partition]:
+    def _drop(self, partition: int) -> int:
+        """The runtime unloads the partition: its ids are forgotten and their markers' writers
+        stop (the next coordinator finishes what they did not)."""
+        gone = [t for t in self.txns if self.partition_for(t) == partition]
+        for transactional_id in gone:
             del self.txns[transactional_id]
             task = self._completions.pop(transactional_id, None)
             if task is not None:
                 task.cancel()
+        return len(gone)
 
     def _lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)
@@ -204,15 +193,16 @@ class TransactionCoordinator:
 
     async def _write(self, metadata: TxnMetadata) -> ErrorCode:
         """Write the new state; take it only once it is replicated."""
-        partition = self.partition_for(metadata.transactional_id)
-        error = self.store.append(partition, [(encode_txn_key(metadata.transactional_id), encode_txn_value(metadata))])
-        if error == ErrorCode.NONE:
-            error = await self.store.replicated(partition, self.config.write_timeout_ms)
+        def take() -> None:
+            self.txns[metadata.transactional_id] = metadata
+        error = await self.runtime.write_replicated(
+            self.partition_for(metadata.transactional_id),
+            [(encode_txn_key(metadata.transactional_id), encode_txn_value(metadata))], take,
+            self.config.write_timeout_ms)
         if error != ErrorCode.NONE:
             log.warning("could not record transaction %s as %s: %s", metadata.transactional_id, metadata.state.name,
                         error.name)
             return _STORE_ERRORS.get(error, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        self.txns[metadata.transactional_id] = metadata
         return ErrorCode.NONE
 
     # ---- InitProducerId ---------------------------------------------------------------------
@@ -348,12 +338,13 @@ class TransactionCoordinator:
         marker), then record it complete."""
         transactional_id = prepared.transactional_id
         partition = self.partition_for(transactional_id)
-        coordinator_epoch = self.loaded_partitions.get(partition, -1)
+        loaded_epoch = self.runtime.loaded_epoch(partition)
+        coordinator_epoch = -1 if loaded_epoch is None else loaded_epoch
         committed = prepared.state == TxnState.PREPARE_COMMIT
         pending = set(prepared.partitions)
         attempts = 0
         while pending:
-            if self.loaded_partitions.get(partition) != coordinator_epoch:
+            if self.runtime.loaded_epoch(partition) != coordinator_epoch:
                 return  # no longer the coordinator: the next one finishes it
             errors = await self.markers.write_markers(prepared.producer_id, prepared.producer_epoch, committed,
                                                       coordinator_epoch, pending)
@@ -369,7 +360,7 @@ class TransactionCoordinator:
         failures = 0
         # Until Complete* is recorded the producer's next InitProducerId or transaction is answered
         # CONCURRENT_TRANSACTIONS, so a write that failed (the ISR short for a while) is retried.
-        while self.loaded_partitions.get(partition) == coordinator_epoch:
+        while self.runtime.loaded_epoch(partition) == coordinator_epoch:
             async with self._lock(transactional_id):
                 current = self.txns.get(transactional_id)
                 if current is None or current.state != prepared.state \
@@ -426,14 +417,13 @@ class TransactionCoordinator:
                 if current is None or current.state not in COMPLETED \
                         or self.now_ms() - current.last_update_ms <= self.config.id_expiration_ms:
                     continue
-                partition = self.partition_for(transactional_id)
-                error = self.store.append(partition, [(encode_txn_key(transactional_id), None)])
-                if error == ErrorCode.NONE:
-                    error = await self.store.replicated(partition, self.config.write_timeout_ms)
-                if error == ErrorCode.NONE:
+                def forget(transactional_id: str = transactional_id) -> None:
                     del self.txns[transactional_id]
                     self._locks.pop(transactional_id, None)
                     expired.append(transactional_id)
+                await self.runtime.write_replicated(self.partition_for(transactional_id),
+                                                    [(encode_txn_key(transactional_id), None)], forget,
+                                                    self.config.write_timeout_ms)
         if expired:
             log.info("forgot %d transactional id(s) unused for %d ms: %s", len(expired), self.config.id_expiration_ms,
                      ", ".join(expired[:10]) + (" ..." if len(expired) > 10 else ""))

@@ -8,14 +8,9 @@ import threading
 from typing import Any
 
 from minikafka.coordinator.topic import TxnProducer
-from minikafka.group.coordinator import (
-    CommitEntry,
-    CoordinatorConfig,
-    GroupCoordinator,
-    JoinRequest,
-    LoopScheduler,
-)
+from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator, JoinRequest
 from minikafka.group.group import GroupState
+from minikafka.group.membership import LoopScheduler
 from protocol.errors import ErrorCode
 
 from .helpers import ManualScheduler, MemoryStore, join_request, make_coordinator, subscription
