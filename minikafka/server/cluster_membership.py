@@ -32,6 +32,7 @@ from minikafka.replica.partition import IsrProposal, Partition
 from minikafka.replica.replica_manager import ReplicaManager, TopicPartition
 from minikafka.replica.topic_config import dynamic_topic_defaults, log_config_for
 from minikafka.security.client import PLAINTEXT_CLIENT, ClientSecurity
+from minikafka.server.repeated_log import RepeatedLog
 from minikafka.storage.log import ZERO_UUID
 from minikafka.zk.kafka_zk import (
     ZOOKEEPER_UNAVAILABLE,
@@ -44,6 +45,8 @@ from minikafka.zk.kafka_zk import (
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+# One line a minute per partition and error for an ISR change proposed again and again.
+isr_retries = RepeatedLog(log)
 
 DeletedTopics = Callable[[Mapping[TopicPartition, uuid.UUID], Mapping[str, uuid.UUID | None]], None]
 CONTROLLED_SHUTDOWN = 7
@@ -57,6 +60,10 @@ CONTROLLER_WATCH_S = 0.2  # how often an unanswered request looks whether the co
 CONTROLLER_RETRY_BACKOFF_S = 0.5
 CONFIG_CATCH_UP_S = 2.0  # the longest a LeaderAndIsr waits to read config changes first
 PRODUCER_ID_BLOCK_ATTEMPTS = 20
+# AlterPartition errors that say the proposal was not recorded and the state is still the one it
+# was decided from (or the partition is gone): only these let a pending ISR change drop unanswered.
+NOT_RECORDED = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST,
+                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 class ControllerRequestFailed(Exception):
@@ -262,17 +269,31 @@ class ClusterMembership:
         when that is still this leadership's."""
         try:
             answers = await self._ask_alter_partition(batch)
-        except Exception as exc:  # whatever went wrong, each partition must be free to propose again
-            log.warning("could not propose %d ISR change(s) to the controller (%s); will try again", len(batch),
-                        _described(exc))
+        except Exception as exc:
+            # The controller may have recorded them before the answer was lost: they stay
+            # pending (a proposed member counts toward the high watermark) and go again.
+            log.warning("could not propose %d ISR change(s) to the controller (%s); proposing them again",
+                        len(batch), _described(exc))
             await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
-            for partition, proposal in batch:
-                self.replica_manager.isr_refused(partition, proposal)
+            self._propose_again(batch)
             return
-        for (partition, proposal), answer in zip(batch, answers, strict=True):
-            await self._isr_answered(partition, proposal, answer)
+        unresolved = [(partition, proposal) for (partition, proposal), answer in zip(batch, answers, strict=True)
+                      if not await self._isr_answered(partition, proposal, answer)]
+        if unresolved:
+            await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
+            self._propose_again(unresolved)
 
-    async def _isr_answered(self, partition: Partition, proposal: IsrProposal, answer: _IsrAnswer) -> None:
+    def _propose_again(self, batch: list[tuple[Partition, IsrProposal]]) -> None:
+        """Send again each proposal of ``batch`` still pending: its partition still hosted here
+        and leading in the proposal's epoch (a LeaderAndIsr since then settled the rest)."""
+        for partition, proposal in batch:
+            if partition.pending_isr is proposal and partition.is_leader and \
+                    self.replica_manager.get_partition(partition.topic, partition.index) is partition:
+                self.propose_isr(partition, proposal)
+
+    async def _isr_answered(self, partition: Partition, proposal: IsrProposal, answer: _IsrAnswer) -> bool:
+        """Take the controller's answer to one proposal; False when it leaves unknown whether the
+        proposal was recorded (the proposal then stays pending, to be sent again)."""
         topic, index = partition.topic, partition.index
         ours = answer.leader == self.broker_id and answer.leader_epoch == proposal.leader_epoch
         if answer.error == ErrorCode.NONE and ours and answer.isr == proposal.isr:
@@ -281,17 +302,29 @@ class ClusterMembership:
             # The ISR change line ends with the new ISR, as the ZooKeeper path's does.
             log.info("recorded by the controller: %s-%d: in-sync replicas %s -> %s", topic, index, list(old),
                      list(proposal.isr))
-            return
-        if answer.error == ErrorCode.NONE:
+            return True
+        if answer.error in NOT_RECORDED:
+            recorded = None  # the state is the one the proposal was decided from
+        elif answer.error == ErrorCode.NONE:
             recorded = (answer.isr, answer.partition_epoch) if ours else None
         else:
             # Refused (most often INVALID_UPDATE_VERSION: the state changed meanwhile, perhaps only
             # to record a replica's log dir, which no LeaderAndIsr announces): the state znode
             # tells whether it is still this leadership's.
             recorded = await self._recorded_isr(topic, index, proposal.leader_epoch)
+            if recorded is None:
+                # Another leadership's state, or ZooKeeper unreachable: an earlier send of this
+                # proposal may be what the controller recorded, so its members keep counting
+                # toward the high watermark until the controller's LeaderAndIsr settles it.
+                isr_retries.log(logging.INFO, (topic, index, answer.error), "%s-%d: the controller did not change "
+                                "the ISR to %s (%s); the state it holds is not this leadership's (or ZooKeeper is "
+                                "unreachable): proposing it again until the controller's news comes", topic, index,
+                                list(proposal.isr), answer.error.name)
+                return False
         log.info("%s-%d: the controller did not change the ISR to %s (%s)%s", topic, index, list(proposal.isr),
                  answer.error.name, f"; in-sync replicas now {list(recorded[0])}" if recorded else "")
         self.replica_manager.isr_refused(partition, proposal, recorded)
+        return True
 
     async def _recorded_isr(self, topic: str, index: int, leader_epoch: int) -> tuple[tuple[int, ...], int] | None:
         try:
@@ -411,14 +444,25 @@ class ClusterMembership:
                     log.info("%s-%d: in-sync replicas %s -> %s", topic, index, list(old), list(proposal.isr))
                     return
         except Exception as exc:
+            # The write may have landed unanswered: the proposal stays pending and goes again.
             log.warning("%s-%d: could not record the ISR %s in ZooKeeper (%s); will try again", topic, index,
                         list(proposal.isr), _described(exc))
-            self.replica_manager.isr_refused(partition, proposal)
+            await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
+            self._propose_again([(partition, proposal)])
             return
         # Still this leadership's state (same leader and epoch) with another ISR: the controller
         # dropped a replica, or an earlier write of ours landed unanswered. Take it as ours.
         recorded = (found[0].isr, found[1]) if found is not None and found[0].leader == self.broker_id \
             and found[0].leader_epoch == proposal.leader_epoch else None
+        if recorded is None and found is not None:
+            # Another leadership's state: an earlier write of this proposal may be in it, so its
+            # members keep counting toward the high watermark until the controller's news comes.
+            isr_retries.log(logging.INFO, (topic, index), "%s-%d: not changing the ISR to %s: another leadership "
+                            "holds the partition; proposing it again until the controller's news comes", topic,
+                            index, list(proposal.isr))
+            await asyncio.sleep(CONTROLLER_RETRY_BACKOFF_S)
+            self._propose_again([(partition, proposal)])
+            return
         log.info("%s-%d: not changing the ISR to %s: the partition changed meanwhile%s", topic, index,
                  list(proposal.isr), f" (in-sync replicas now {list(recorded[0])})" if recorded else "")
         self.replica_manager.isr_refused(partition, proposal, recorded)
