@@ -93,6 +93,9 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: IsrProposal | None = None
         self.propose_isr: IsrProposer | None = None
+        # Counts the times this replica followed another broker, whose log may have cut its tail
+        # back: an append's acks=all answer is due only while it stays the same (``leadership``).
+        self.leaderships_followed = 0
         # producer id -> the token of a transactional produce being verified with its coordinator
         # (KIP-890); a marker for the producer ends it, so a batch verified before the marker
         # cannot open a transaction after it.
@@ -101,6 +104,17 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
+
+    @property
+    def resigned(self) -> bool:
+        """A follower of no leader: it stopped leading (its leadership unconfirmed, or the
+        controller named no leader) and follows nobody yet, so its log is as it led it."""
+        return self.role is Role.FOLLOWER and self.leader_id < 0
+
+    @property
+    def leadership(self) -> tuple[Partition, int]:
+        """Which leadership of this replica an append belongs to (see ``leaderships_followed``)."""
+        return self, self.leaderships_followed
 
     def _transition(self, role: Role) -> None:
         if role not in ROLE_TRANSITIONS[self.role]:
@@ -123,6 +137,8 @@ class Partition:
     def make_follower(self, leader_id: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...],
                       partition_epoch: int) -> None:
         self._transition(Role.FOLLOWER)
+        if leader_id >= 0:
+            self.leaderships_followed += 1
         self.leader_id = leader_id
         self.leader_epoch = max(self.leader_epoch, leader_epoch)
         self.isr, self.replicas, self.partition_epoch = isr, replicas, partition_epoch

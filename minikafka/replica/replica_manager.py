@@ -79,6 +79,8 @@ class ProduceResult:
     last_offset: int = -1
     # (index of a record in its batch, why it was refused): Produce v8+'s record_errors.
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+    # The leadership the batches were appended under (Partition.leadership); None: not an append.
+    appended_under: tuple[Partition, int] | None = None
 
 
 @dataclass
@@ -427,7 +429,7 @@ class ReplicaManager:
                                  record_errors=exc.record_errors if isinstance(exc, InvalidRecordError) else [])
         self._wake((partition.topic, partition.index))
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset,
-                             last_offset=result.last_offset)
+                             last_offset=result.last_offset, appended_under=partition.leadership)
 
     def begin_verification(self, topic: str, index: int, producer_id: int) -> object | None:
         """A token for a transactional batch's verification (None: not the leader here).
@@ -444,24 +446,38 @@ class ReplicaManager:
     async def wait_for_replication(self, topic: str, index: int, result: ProduceResult, timeout_ms: int) -> None:
         """acks=all: wait until the high watermark passes the appended batches (every ISR member
         has them), then check that the ISR still holds min.insync.replicas. Sets the error of
-        ``result`` when that does not happen within ``timeout_ms`` or leadership moves away."""
+        ``result`` when that does not happen within ``timeout_ms`` or leadership moves away.
+
+        A leader that resigned (its ZooKeeper session ended) keeps the batches it appended, and
+        the controller may give it back the same leadership: until then the answer waits rather
+        than telling the producer they were refused. An idempotent producer takes
+        NOT_LEADER_OR_FOLLOWER as "not written" and may send them again under a new producer
+        epoch, which would store them twice. Once the replica follows another broker (whose log
+        it may take) the batches are no longer this leadership's to confirm."""
         key = (topic, index)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000
         while True:
             partition, error = self._leader(key)
-            if partition is None:
-                result.error = error
-                return
-            if partition.log.high_watermark > result.last_offset:
-                if len(partition.isr) < partition.log.config.min_insync_replicas:
-                    result.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            hosted = self.partitions.get(key)
+            same_leadership = result.appended_under is None or (
+                hosted is not None and hosted.leadership == result.appended_under)
+            if partition is not None and same_leadership:
+                if partition.log.high_watermark > result.last_offset:
+                    if len(partition.isr) < partition.log.config.min_insync_replicas:
+                        result.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    return
+            elif not (same_leadership and hosted is not None and hosted.resigned and result.appended_under):
+                result.error = error if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
                 return
             remaining = deadline - loop.time()
             if remaining <= 0 or client_gone():
                 result.error = ErrorCode.REQUEST_TIMED_OUT
-                result.error_message = (f"the in-sync replicas {list(partition.isr)} of {topic}-{index} did not all "
-                                        f"replicate offset {result.last_offset} within {timeout_ms} ms")
+                result.error_message = (
+                    f"the leadership of {topic}-{index} was not confirmed again within {timeout_ms} ms"
+                    if partition is None else
+                    f"the in-sync replicas {list(partition.isr)} of {topic}-{index} did not all replicate offset "
+                    f"{result.last_offset} within {timeout_ms} ms")
                 return
             await self._wait_for_data([key], remaining)
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,7 +236,10 @@ class GroupMember:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
-        assert not self._thread.is_alive(), f"group member {self._thread.name} did not stop within 30s"
+        if self._thread.is_alive():
+            frame = sys._current_frames().get(self._thread.ident or -1)
+            where = "".join(traceback.format_stack(frame)) if frame is not None else "(no stack)"
+            raise AssertionError(f"group member {self._thread.name} did not stop within 30s; it is in:\n{where}")
         self.consumer.close()
 
 

@@ -1,0 +1,88 @@
+"""An acks=all answer across a resignation: a leader whose ZooKeeper session ended stops leading
+but keeps what it appended. If the controller gives it the same leadership back, the producers
+waiting on those batches are answered as usual once the followers have them; if the replica
+follows another broker instead, they are told NOT_LEADER_OR_FOLLOWER. Answering that at the
+resignation told idempotent producers that stored batches were refused (librdkafka then sent
+them again under a new producer epoch, and they were stored twice)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.storage.failure_channel import LogDirFailureChannel
+from minikafka.storage.log import LogConfig
+from minikafka.storage.log_manager import LogManager
+from protocol.errors import ErrorCode
+from tests.unit.storage.helpers import make_batch
+
+ME, FOLLOWER = 1, 2
+TOPIC_ID = uuid.UUID(int=9)
+
+
+def _manager(tmp_path: Path) -> tuple[LogManager, ReplicaManager]:
+    logs = LogManager([str(tmp_path / "d")], ME, "cluster", LogConfig(), LogDirFailureChannel())
+    logs.startup()
+    return logs, ReplicaManager(ME, logs)
+
+
+def _lead(replicas: ReplicaManager, epoch: int) -> None:
+    replicas.become_leader("t", 0, TOPIC_ID, epoch, LogConfig(), isr=(ME, FOLLOWER), replicas=(ME, FOLLOWER),
+                           partition_epoch=epoch)
+
+
+async def test_a_resigned_leader_given_its_leadership_back_answers_the_waiting_producer(tmp_path: Path) -> None:
+    logs, replicas = _manager(tmp_path)
+    try:
+        _lead(replicas, 3)
+        result = replicas.append("t", 0, make_batch(5), now=1, acks=-1)
+        assert result.error == ErrorCode.NONE
+        waiting = asyncio.ensure_future(replicas.wait_for_replication("t", 0, result, 10_000))
+        await asyncio.sleep(0.05)
+        assert replicas.resign_leaderships() == [("t", 0)]
+        await asyncio.sleep(0.1)
+        assert not waiting.done(), "the batches are still this leadership's: no answer yet"
+        _lead(replicas, 3)  # the controller's LeaderAndIsr for the new registration: same epoch
+        partition = replicas.get_partition("t", 0)
+        assert partition is not None
+        partition.update_follower(FOLLOWER, partition.log.log_end_offset, now=2)
+        replicas._wake(("t", 0))
+        await asyncio.wait_for(waiting, 5)
+        assert result.error == ErrorCode.NONE and result.base_offset == 0
+    finally:
+        logs.shutdown()
+
+
+async def test_a_resigned_leader_that_follows_another_broker_tells_the_producer(tmp_path: Path) -> None:
+    logs, replicas = _manager(tmp_path)
+    try:
+        _lead(replicas, 3)
+        result = replicas.append("t", 0, make_batch(5), now=1, acks=-1)
+        waiting = asyncio.ensure_future(replicas.wait_for_replication("t", 0, result, 10_000))
+        await asyncio.sleep(0.05)
+        replicas.resign_leaderships()
+        replicas.become_follower("t", 0, TOPIC_ID, 4, LogConfig(), leader_id=FOLLOWER, is_new_replica=False,
+                                 isr=(FOLLOWER,), replicas=(ME, FOLLOWER), partition_epoch=4)
+        await asyncio.wait_for(waiting, 5)
+        assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    finally:
+        logs.shutdown()
+
+
+async def test_a_leader_that_followed_another_broker_meanwhile_does_not_confirm_the_old_append(tmp_path: Path) -> None:
+    logs, replicas = _manager(tmp_path)
+    try:
+        _lead(replicas, 3)
+        result = replicas.append("t", 0, make_batch(5), now=1, acks=-1)
+        replicas.become_follower("t", 0, TOPIC_ID, 4, LogConfig(), leader_id=FOLLOWER, is_new_replica=False,
+                                 isr=(FOLLOWER, ME), replicas=(ME, FOLLOWER), partition_epoch=4)
+        _lead(replicas, 5)
+        partition = replicas.get_partition("t", 0)
+        assert partition is not None
+        partition.update_follower(FOLLOWER, partition.log.log_end_offset, now=2)
+        await asyncio.wait_for(replicas.wait_for_replication("t", 0, result, 10_000), 5)
+        assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    finally:
+        logs.shutdown()
