@@ -11,7 +11,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from minikafka.replica.replica_manager import ReplicaManager
+from minikafka.replica.replica_manager import ProduceResult, ReplicaManager
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import LogConfig
 from minikafka.storage.log_manager import LogManager
@@ -33,12 +33,23 @@ def _lead(replicas: ReplicaManager, epoch: int) -> None:
                            partition_epoch=epoch)
 
 
+def _appended_as_leader(replicas: ReplicaManager) -> ProduceResult:
+    """Five records appended in leader epoch 3, waiting for the follower (acks=all)."""
+    _lead(replicas, 3)
+    result = replicas.append("t", 0, make_batch(5), now=1, acks=-1)
+    assert result.error == ErrorCode.NONE
+    return result
+
+
+def _follow_the_other_broker(replicas: ReplicaManager) -> None:
+    replicas.become_follower("t", 0, TOPIC_ID, 4, LogConfig(), leader_id=FOLLOWER, is_new_replica=False,
+                             isr=(FOLLOWER, ME), replicas=(ME, FOLLOWER), partition_epoch=4)
+
+
 async def test_a_resigned_leader_given_its_leadership_back_answers_the_waiting_producer(tmp_path: Path) -> None:
     logs, replicas = _manager(tmp_path)
     try:
-        _lead(replicas, 3)
-        result = replicas.append("t", 0, make_batch(5), now=1, acks=-1)
-        assert result.error == ErrorCode.NONE
+        result = _appended_as_leader(replicas)
         waiting = asyncio.ensure_future(replicas.wait_for_replication("t", 0, result, 10_000))
         await asyncio.sleep(0.05)
         assert replicas.resign_leaderships() == [("t", 0)]
@@ -58,13 +69,11 @@ async def test_a_resigned_leader_given_its_leadership_back_answers_the_waiting_p
 async def test_a_resigned_leader_that_follows_another_broker_tells_the_producer(tmp_path: Path) -> None:
     logs, replicas = _manager(tmp_path)
     try:
-        _lead(replicas, 3)
-        result = replicas.append("t", 0, make_batch(5), now=1, acks=-1)
+        result = _appended_as_leader(replicas)
         waiting = asyncio.ensure_future(replicas.wait_for_replication("t", 0, result, 10_000))
         await asyncio.sleep(0.05)
         replicas.resign_leaderships()
-        replicas.become_follower("t", 0, TOPIC_ID, 4, LogConfig(), leader_id=FOLLOWER, is_new_replica=False,
-                                 isr=(FOLLOWER,), replicas=(ME, FOLLOWER), partition_epoch=4)
+        _follow_the_other_broker(replicas)
         await asyncio.wait_for(waiting, 5)
         assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
@@ -74,10 +83,8 @@ async def test_a_resigned_leader_that_follows_another_broker_tells_the_producer(
 async def test_a_leader_that_followed_another_broker_meanwhile_does_not_confirm_the_old_append(tmp_path: Path) -> None:
     logs, replicas = _manager(tmp_path)
     try:
-        _lead(replicas, 3)
-        result = replicas.append("t", 0, make_batch(5), now=1, acks=-1)
-        replicas.become_follower("t", 0, TOPIC_ID, 4, LogConfig(), leader_id=FOLLOWER, is_new_replica=False,
-                                 isr=(FOLLOWER, ME), replicas=(ME, FOLLOWER), partition_epoch=4)
+        result = _appended_as_leader(replicas)
+        _follow_the_other_broker(replicas)
         _lead(replicas, 5)
         partition = replicas.get_partition("t", 0)
         assert partition is not None
