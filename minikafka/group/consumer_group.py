@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.group import consumer_records as records
 from minikafka.group.assignors import ASSIGNORS, AssignmentSpec, assign
-from minikafka.group.group import Group, GroupState, TimerHandle
+from minikafka.group.group import Group, GroupState, Member, TimerHandle
 from minikafka.group.results import GroupListing, JoinResult, SyncResult
 from minikafka.group.schemas import (
     CONSUMER_ASSIGNMENT,
@@ -781,6 +781,8 @@ class ConsumerGroups:
         return HeartbeatResult(error, None, member_id, LEAVE_EPOCH, self.config.heartbeat_interval_ms)
 
     def _remove_member(self, change: _Change, member_id: str, why: str) -> ErrorCode:
+        if self._downgrades_without(change.group, member_id):
+            return self._downgrade(change, member_id, why)
         self._tombstone_member(change, member_id)
         change.write(records.METADATA, None, {"epoch": change.group.epoch + 1})
         self._update_target(change)
@@ -790,6 +792,44 @@ class ConsumerGroups:
             log.info("member %s of consumer group %s %s; group epoch %d", member_id, change.group.group_id, why,
                      change.group.epoch)
         return error
+
+    def _downgrades_without(self, group: ConsumerGroup, leaving: str) -> bool:
+        """Kafka's online downgrade (validateOnlineDowngradeWithFencedMembers): when the last member
+        of the consumer protocol leaves or is fenced and classic members remain, the group goes back
+        to the classic protocol, if the migration policy allows it and they fit in a classic group."""
+        rest = [member for member_id, member in group.members.items() if member_id != leaving]
+        return (bool(rest) and all(member.is_classic for member in rest)
+                and self.config.migration_policy in ("downgrade", "bidirectional")
+                and len(rest) <= self.coordinator.config.max_group_size)
+
+    def _downgrade(self, change: _Change, leaving: str, why: str) -> ErrorCode:
+        """The consumer group's records give way to a classic group's, whose members are the classic
+        members with what they hold now, at the group epoch as generation; it then rebalances, so
+        the leaver's partitions go to them (Kafka's convertToClassicGroup)."""
+        group = change.group
+        classic = Group(group.group_id, group.partition, GroupState.STABLE, group.epoch, CONSUMER_PROTOCOL_TYPE)
+        for member_id, member in group.members.items():
+            if member_id == leaving:
+                continue
+            assert member.classic_protocols is not None
+            classic.members[member_id] = Member(
+                member_id, member.instance_id, member.client_id, member.client_host, member.rebalance_timeout_ms,
+                member.classic_session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(member.classic_protocols),
+                _encode_assignment(group, group.member_assignment(member_id).assigned))
+            if member.instance_id is not None:
+                classic.static_members[member.instance_id] = member_id
+        classic.protocol_name = classic.select_protocol()
+        classic.leader_id = next(iter(classic.members))
+        self._tombstone_group(change)
+        error = self.coordinator.membership.adopt_downgraded(
+            classic, change.records, f"the last member of the consumer protocol, {leaving}, {why}")
+        if error != ErrorCode.NONE:
+            log.warning("could not downgrade consumer group %s: %s", group.group_id, error.name)
+            return error
+        self._drop(group.group_id)
+        log.info("consumer group %s downgraded online to a classic group with its %d classic member(s), as the last "
+                 "member of the consumer protocol, %s, %s", group.group_id, len(classic.members), leaving, why)
+        return ErrorCode.NONE
 
     def _tombstone_member(self, change: _Change, member_id: str) -> None:
         change.write(records.CURRENT_MEMBER, member_id, None)
@@ -925,11 +965,7 @@ class ConsumerGroups:
             return refused(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         group = self.groups[group_id]
         self._arm_session(group, member_id)
-        names = {info.topic_id: info.name for info in group.topics.values()}
-        assigned = group.member_assignment(member_id).assigned
-        assignment = CONSUMER_ASSIGNMENT.encode(0, {"assigned_partitions": [
-            {"topic": names[topic], "partitions": sorted(parts)} for topic, parts in assigned.items() if topic in names],
-            "user_data": None})
+        assignment = _encode_assignment(group, group.member_assignment(member_id).assigned)
         return {"error_code": ErrorCode.NONE, "protocol_type": CONSUMER_PROTOCOL_TYPE,
                 "protocol_name": protocol_name or member.classic_protocols[0][0], "assignment": assignment}
 
@@ -1028,6 +1064,14 @@ class ConsumerGroups:
 def _join_error(error: ErrorCode, member_id: str) -> JoinResult:
     return {"error_code": error, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+
+def _encode_assignment(group: ConsumerGroup, assigned: Partitions) -> bytes:
+    """Partitions as a classic member's SyncGroup assignment (ConsumerProtocolAssignment v0)."""
+    names = {info.topic_id: info.name for info in group.topics.values()}
+    return CONSUMER_ASSIGNMENT.encode(0, {"assigned_partitions": [
+        {"topic": names[topic], "partitions": sorted(parts)} for topic, parts in assigned.items() if topic in names],
+        "user_data": None})
 
 
 def _read_subscription(metadata: bytes, topics: Mapping[str, TopicInfo]) -> tuple[tuple[str, ...], Partitions | None]:
