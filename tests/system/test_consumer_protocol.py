@@ -294,6 +294,39 @@ def test_a_classic_group_is_upgraded_member_by_member(cluster: Cluster, tmp_path
             assert {m.client_id for m in described.members} == {m.name for m in members if m.process.poll() is None}
             members[i].stop()
             _await_sharing(members, f"the partitions of classic{i} taken over")
+        assert _describe(cluster, group).type.name == "CONSUMER"
+        producer.stop()
+        _await_every_acknowledged_read(members, producer)
+    finally:
+        if not producer._stop.is_set():
+            producer.stop()
+        for member in members:
+            member.stop()
+    assert not producer.failed
+    _check(members, producer)
+
+
+def test_a_consumer_group_is_downgraded_member_by_member(cluster: Cluster, tmp_path: Path) -> None:
+    """The way back: consumer-protocol members restart one at a time as classic members
+    (cooperative-sticky); when the last consumer-protocol member leaves, the group becomes a
+    classic group again (Kafka 4's online downgrade) and its classic members rebalance among
+    themselves, reading on throughout."""
+    topic, group = "kip848-downgrade", "kip848-downgraders"
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    producer = ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start()
+    members: list[Member] = []
+    try:
+        members += [Member.start(cluster, tmp_path, f"consumer{i}", group, topic, "consumer") for i in range(2)]
+        _await_sharing(members, "two consumer-protocol members sharing all partitions")
+        for i in range(2):
+            members.append(Member.start(cluster, tmp_path, f"classic{i}", group, topic, "classic"))
+            _await_sharing(members, f"the consumer-protocol and classic members sharing all partitions (step {i + 1})")
+            assert _describe(cluster, group).type.name == "CONSUMER"
+            members[i].stop()
+            _await_sharing(members, f"the partitions of consumer{i} taken over")
+        described = _describe(cluster, group)
+        assert described.type.name == "CLASSIC" and described.state.name == "STABLE", described
+        assert {m.client_id for m in described.members} == {"classic0", "classic1"}
         producer.stop()
         _await_every_acknowledged_read(members, producer)
     finally:
