@@ -273,60 +273,32 @@ def _describe(cluster: Cluster, group: str = GROUP) -> Any:
     return admin.describe_consumer_groups([group])[group].result(30)
 
 
-def test_a_classic_group_is_upgraded_member_by_member(cluster: Cluster, tmp_path: Path) -> None:
-    """Classic members (librdkafka's cooperative-sticky) restart one at a time with
-    group.protocol=consumer: the first turns the group into a consumer group with the classic
-    members in it (Kafka 4's online upgrade), and reading goes on throughout."""
-    topic, group = "kip848-upgrade", "kip848-upgraders"
+@pytest.mark.parametrize(("old", "new"), [("classic", "consumer"), ("consumer", "classic")])
+def test_a_group_changes_protocol_member_by_member(cluster: Cluster, tmp_path: Path, old: str, new: str) -> None:
+    """Members (librdkafka's; cooperative-sticky when classic) restart one at a time with the other
+    protocol, each new one joining before the old one leaves. Upgrade: the first consumer-protocol
+    member turns the group into a consumer group with the classic members in it. Downgrade: the
+    classic members join the consumer group, and when its last consumer-protocol member leaves it
+    becomes a classic group again, whose members rebalance among themselves (Kafka 4's online
+    migrations). Reading goes on throughout."""
+    topic, group = f"kip848-{old}-to-{new}", f"kip848-{old}-to-{new}-readers"
     cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
     producer = ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start()
     members: list[Member] = []
     try:
-        members += [Member.start(cluster, tmp_path, f"classic{i}", group, topic, "classic") for i in range(2)]
-        _await_sharing(members, "two classic members sharing all partitions")
+        members += [Member.start(cluster, tmp_path, f"{old}{i}", group, topic, old) for i in range(2)]
+        _await_sharing(members, f"two {old} members sharing all partitions")
         for i in range(2):
-            # The restarted member comes back with the consumer protocol before the old one is gone,
-            # so the first one upgrades a group that still has classic members.
-            members.append(Member.start(cluster, tmp_path, f"upgraded{i}", group, topic, "consumer"))
-            _await_sharing(members, f"the classic and upgraded members sharing all partitions (step {i + 1})")
+            members.append(Member.start(cluster, tmp_path, f"{new}{i}", group, topic, new))
+            _await_sharing(members, f"the {old} and {new} members sharing all partitions (step {i + 1})")
             described = _describe(cluster, group)
             assert described.type.name == "CONSUMER", described
             assert {m.client_id for m in described.members} == {m.name for m in members if m.process.poll() is None}
             members[i].stop()
-            _await_sharing(members, f"the partitions of classic{i} taken over")
-        assert _describe(cluster, group).type.name == "CONSUMER"
-        producer.stop()
-        _await_every_acknowledged_read(members, producer)
-    finally:
-        if not producer._stop.is_set():
-            producer.stop()
-        for member in members:
-            member.stop()
-    assert not producer.failed
-    _check(members, producer)
-
-
-def test_a_consumer_group_is_downgraded_member_by_member(cluster: Cluster, tmp_path: Path) -> None:
-    """The way back: consumer-protocol members restart one at a time as classic members
-    (cooperative-sticky); when the last consumer-protocol member leaves, the group becomes a
-    classic group again (Kafka 4's online downgrade) and its classic members rebalance among
-    themselves, reading on throughout."""
-    topic, group = "kip848-downgrade", "kip848-downgraders"
-    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
-    producer = ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start()
-    members: list[Member] = []
-    try:
-        members += [Member.start(cluster, tmp_path, f"consumer{i}", group, topic, "consumer") for i in range(2)]
-        _await_sharing(members, "two consumer-protocol members sharing all partitions")
-        for i in range(2):
-            members.append(Member.start(cluster, tmp_path, f"classic{i}", group, topic, "classic"))
-            _await_sharing(members, f"the consumer-protocol and classic members sharing all partitions (step {i + 1})")
-            assert _describe(cluster, group).type.name == "CONSUMER"
-            members[i].stop()
-            _await_sharing(members, f"the partitions of consumer{i} taken over")
+            _await_sharing(members, f"the partitions of {old}{i} taken over")
         described = _describe(cluster, group)
-        assert described.type.name == "CLASSIC" and described.state.name == "STABLE", described
-        assert {m.client_id for m in described.members} == {"classic0", "classic1"}
+        assert described.type.name == new.upper() and described.state.name == "STABLE", described
+        assert {m.client_id for m in described.members} == {f"{new}0", f"{new}1"}
         producer.stop()
         _await_every_acknowledged_read(members, producer)
     finally:
