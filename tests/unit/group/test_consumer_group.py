@@ -409,8 +409,8 @@ def test_an_empty_group_goes_with_its_last_offsets() -> None:
     assert set(reloaded.groups) == {"kept"}
 
 
-async def _upgraded_group(policy: str = "bidirectional") -> tuple[GroupCoordinator, MemoryStore, ManualScheduler,
-                                                                   str, Client]:
+async def _upgraded_group(policy: str = "bidirectional", instance: str | None = None,
+                          ) -> tuple[GroupCoordinator, MemoryStore, ManualScheduler, str, Client]:
     """A classic group of one cooperative member holding t's 4 partitions, upgraded online by a
     consumer-protocol member; once settled, each holds 2."""
     store, scheduler = MemoryStore(), ManualScheduler()
@@ -419,7 +419,7 @@ async def _upgraded_group(policy: str = "bidirectional") -> tuple[GroupCoordinat
                                    lambda: TOPICS)
     coordinator.load()
     classic_id, _ = await _classic_member_holding_everything(coordinator)
-    newcomer = Client(coordinator.consumer_groups, "n")
+    newcomer = Client(coordinator.consumer_groups, "n", instance_id=instance)
     newcomer.beat()
     rejoin = await coordinator.join_group(join_request(
         "g", classic_id, protocols=[("cooperative-sticky", _owned_subscription("t", {0, 1, 2, 3}))]))
@@ -492,3 +492,39 @@ async def test_without_the_downgrade_policy_the_classic_members_stay_in_the_cons
     coordinator, _, _, classic_id, newcomer = await _upgraded_group("upgrade")
     newcomer.beat(epoch=-1)
     assert set(coordinator.consumer_groups.groups["g"].members) == {classic_id}
+
+
+async def test_a_static_member_back_with_the_classic_protocol_replaces_its_old_self() -> None:
+    """Restarted with the classic protocol, a static member takes its old self's place and
+    partitions; when that was the last consumer-protocol member, the group becomes classic again
+    (Kafka's validateOnlineDowngradeWithReplacedMemberId)."""
+    coordinator, _, _, classic_id, newcomer = await _upgraded_group(instance="i")
+    held = newcomer.partitions()
+    assert newcomer.beat(epoch=-2).error == ErrorCode.NONE  # it leaves for a restart
+    joined = await coordinator.join_group(join_request("g", instance="i", protocols=[("cooperative-sticky",
+                                                                                       subscription("t"))]))
+    assert joined["error_code"] == ErrorCode.NONE and joined["member_id"] != "n"
+    assert "g" not in coordinator.consumer_groups.groups
+    group = coordinator.groups["g"]
+    assert set(group.members) == {classic_id, joined["member_id"]} and group.static_members == {
+        "i": joined["member_id"]}
+    assert _assigned(group.members[joined["member_id"]].assignment) == held
+
+
+def test_a_static_member_back_with_the_classic_protocol_is_one_member_of_the_consumer_group() -> None:
+    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), MemoryStore(), ManualScheduler(),
+                                   ConsumerGroupConfig(session_timeout_ms=SESSION_MS), lambda: TOPICS)
+    coordinator.load()
+    groups = coordinator.consumer_groups
+    other, static = Client(groups, "n"), Client(groups, "s", instance_id="i")
+    _settle([other, static])
+    held = static.partitions()
+    static.beat(epoch=-2)
+    joined = coordinator.consumer_groups.classic_join(join_request("g", instance="i", protocols=[(
+        "cooperative-sticky", subscription("t"))]))
+    assert joined["error_code"] == ErrorCode.NONE
+    group = groups.groups["g"]
+    assert set(group.members) == {"n", joined["member_id"]} and group.static_member("i") == joined["member_id"]
+    assert set(group.member_assignment(joined["member_id"]).assigned[T]) == held
+    # Its old self is gone: a heartbeat of it is refused.
+    assert static.beat(epoch=static.epoch).error == ErrorCode.UNKNOWN_MEMBER_ID
