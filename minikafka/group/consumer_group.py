@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.group import consumer_records as records
 from minikafka.group.assignors import ASSIGNORS, AssignmentSpec, assign
-from minikafka.group.group import Group, GroupState, TimerHandle
+from minikafka.group.group import Group, GroupState, Member, TimerHandle
 from minikafka.group.results import GroupListing, JoinResult, SyncResult
 from minikafka.group.schemas import (
     CONSUMER_ASSIGNMENT,
@@ -781,6 +781,8 @@ class ConsumerGroups:
         return HeartbeatResult(error, None, member_id, LEAVE_EPOCH, self.config.heartbeat_interval_ms)
 
     def _remove_member(self, change: _Change, member_id: str, why: str) -> ErrorCode:
+        if self._downgrades_without(change.group, member_id):
+            return self._downgrade(change, member_id, f"the last member of the consumer protocol, {member_id}, {why}")
         self._tombstone_member(change, member_id)
         change.write(records.METADATA, None, {"epoch": change.group.epoch + 1})
         self._update_target(change)
@@ -790,6 +792,46 @@ class ConsumerGroups:
             log.info("member %s of consumer group %s %s; group epoch %d", member_id, change.group.group_id, why,
                      change.group.epoch)
         return error
+
+    def _downgrades_without(self, group: ConsumerGroup, leaving: str, replaced_by_classic: bool = False) -> bool:
+        """Kafka's online downgrade (validateOnlineDowngradeWithFencedMembers, and
+        ...WithReplacedMemberId): when the last member of the consumer protocol leaves, is fenced, or
+        is replaced by a static member joining with the classic protocol, and classic members
+        remain, the group goes back to the classic protocol, if the migration policy allows it and
+        they fit in a classic group."""
+        rest = [member for member_id, member in group.members.items() if member_id != leaving]
+        size = len(rest) + replaced_by_classic
+        return (size > 0 and all(member.is_classic for member in rest)
+                and self.config.migration_policy in ("downgrade", "bidirectional")
+                and size <= self.coordinator.config.max_group_size)
+
+    def _downgrade(self, change: _Change, leaving: str | None, why: str) -> ErrorCode:
+        """The consumer group's records give way to a classic group's, whose members are the classic
+        members (all but `leaving`) with what they hold now, at the group epoch as generation; it
+        then rebalances, so the leaver's partitions go to them (Kafka's convertToClassicGroup)."""
+        group = change.group
+        classic = Group(group.group_id, group.partition, GroupState.STABLE, group.epoch, CONSUMER_PROTOCOL_TYPE)
+        for member_id, member in group.members.items():
+            if member_id == leaving:
+                continue
+            assert member.classic_protocols is not None
+            classic.members[member_id] = Member(
+                member_id, member.instance_id, member.client_id, member.client_host, member.rebalance_timeout_ms,
+                member.classic_session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(member.classic_protocols),
+                _encode_assignment(group, group.member_assignment(member_id).assigned))
+            if member.instance_id is not None:
+                classic.static_members[member.instance_id] = member_id
+        classic.protocol_name = classic.select_protocol()
+        classic.leader_id = next(iter(classic.members))
+        self._tombstone_group(change)
+        error = self.coordinator.membership.adopt_downgraded(classic, change.records, why)
+        if error != ErrorCode.NONE:
+            log.warning("could not downgrade consumer group %s: %s", group.group_id, error.name)
+            return error
+        self._drop(group.group_id)
+        log.info("consumer group %s downgraded online to a classic group with its %d classic member(s), as %s",
+                 group.group_id, len(classic.members), why)
+        return ErrorCode.NONE
 
     def _tombstone_member(self, change: _Change, member_id: str) -> None:
         change.write(records.CURRENT_MEMBER, member_id, None)
@@ -862,14 +904,21 @@ class ConsumerGroups:
         member_id = req.member_id
         if req.protocol_type != CONSUMER_PROTOCOL_TYPE or not req.protocols:
             return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        # A static member (group.instance.id) that comes back under a new member id replaces its old
+        # self, whichever protocol that spoke, and takes over what it held (Kafka's classic rules).
+        replaced = None if req.group_instance_id is None else group.static_member(req.group_instance_id)
+        if replaced is not None and req.member_id and req.member_id != replaced:
+            return _join_error(ErrorCode.FENCED_INSTANCE_ID, req.member_id)
         if not member_id:
             member_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
-            if req.require_known_member_id:
+            if req.require_known_member_id and req.group_instance_id is None:
                 return _join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        if replaced == member_id:
+            replaced = None
         existing = group.members.get(member_id)
         if existing is not None and not existing.is_classic:
             return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-        if existing is None and len(group.members) >= self.config.max_size:
+        if existing is None and replaced is None and len(group.members) >= self.config.max_size:
             return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
         topics = self.topics()
         names, owned = _read_subscription(req.protocols[0][1], topics)
@@ -877,8 +926,18 @@ class ConsumerGroups:
                                  req.rebalance_timeout_ms, None, req.session_timeout_ms,
                                  tuple((name, bytes(metadata)) for name, metadata in req.protocols))
         change = _Change(group.copy())
+        if replaced is not None:
+            old_target = group.targets.get(replaced, EMPTY)
+            old_current = group.member_assignment(replaced)
+            existing = replace(group.members[replaced], classic_session_timeout_ms=req.session_timeout_ms,
+                               classic_protocols=updated.classic_protocols)
+            self._tombstone_member(change, replaced)
+            self._cancel_timers(group.group_id, replaced)
+            change.write(records.TARGET_MEMBER, member_id, {"topic_partitions": records.topic_partitions(old_target)})
+            change.write(records.CURRENT_MEMBER, member_id, _current_value(replace(
+                old_current, member_epoch=max(old_current.member_epoch, old_current.previous_member_epoch))))
         bump = existing is None or existing.subscribed_topic_names != names
-        if updated != existing:
+        if updated != existing or replaced is not None:
             change.write(records.MEMBER_METADATA, member_id, _member_value(updated))
         bump |= self._refresh_topics(change, topics)
         if bump:
@@ -890,10 +949,24 @@ class ConsumerGroups:
                           lambda topic, partition: staged.owners.get((topic, partition), member_id) != member_id)
         if after != before or member_id not in group.current:
             change.write(records.CURRENT_MEMBER, member_id, _current_value(after))
+        downgrade = replaced is not None and self._downgrades_without(group, replaced, replaced_by_classic=True)
         error = self._store(change)
         if error != ErrorCode.NONE:
             return _join_error(error, member_id)
-        if existing is None:
+        if replaced is not None:
+            log.info("static member %s of consumer group %s rejoined with the classic protocol as %s, replacing %s",
+                     req.group_instance_id, req.group_id, member_id, replaced)
+            if downgrade:
+                # It replaced the last member of the consumer protocol (Kafka's
+                # validateOnlineDowngradeWithReplacedMemberId).
+                error = self._downgrade(_Change(staged.copy()), None, f"the last member of the consumer protocol, "
+                                        f"{replaced}, was replaced by {member_id} with the classic protocol")
+                if error != ErrorCode.NONE:
+                    return _join_error(error, member_id)
+                return {"error_code": ErrorCode.NONE, "generation_id": staged.epoch,
+                        "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": req.protocols[0][0], "leader": "",
+                        "skip_assignment": False, "member_id": member_id, "members": []}
+        elif existing is None:
             log.info("classic member %s joined consumer group %s", member_id, req.group_id)
         self._arm_session(staged, member_id)
         self._arm_rebalance(staged, member_id, after)
@@ -925,11 +998,7 @@ class ConsumerGroups:
             return refused(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         group = self.groups[group_id]
         self._arm_session(group, member_id)
-        names = {info.topic_id: info.name for info in group.topics.values()}
-        assigned = group.member_assignment(member_id).assigned
-        assignment = CONSUMER_ASSIGNMENT.encode(0, {"assigned_partitions": [
-            {"topic": names[topic], "partitions": sorted(parts)} for topic, parts in assigned.items() if topic in names],
-            "user_data": None})
+        assignment = _encode_assignment(group, group.member_assignment(member_id).assigned)
         return {"error_code": ErrorCode.NONE, "protocol_type": CONSUMER_PROTOCOL_TYPE,
                 "protocol_name": protocol_name or member.classic_protocols[0][0], "assignment": assignment}
 
@@ -1028,6 +1097,14 @@ class ConsumerGroups:
 def _join_error(error: ErrorCode, member_id: str) -> JoinResult:
     return {"error_code": error, "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+
+def _encode_assignment(group: ConsumerGroup, assigned: Partitions) -> bytes:
+    """Partitions as a classic member's SyncGroup assignment (ConsumerProtocolAssignment v0)."""
+    names = {info.topic_id: info.name for info in group.topics.values()}
+    return CONSUMER_ASSIGNMENT.encode(0, {"assigned_partitions": [
+        {"topic": names[topic], "partitions": sorted(parts)} for topic, parts in assigned.items() if topic in names],
+        "user_data": None})
 
 
 def _read_subscription(metadata: bytes, topics: Mapping[str, TopicInfo]) -> tuple[tuple[str, ...], Partitions | None]:

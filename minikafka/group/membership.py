@@ -212,6 +212,24 @@ class Membership:
         group.protocol_type = group.protocol_name = group.leader_id = None
         group.generation_id = 0
 
+    def adopt_downgraded(self, group: Group, replaced: list[KeyValue], reason: str) -> ErrorCode:
+        """A consumer group downgraded online: `group` (Stable, its members the classic members of
+        the consumer group) is written after `replaced` (the consumer group's tombstones) in one
+        batch, takes over the offsets kept under its id, and rebalances, as Kafka does."""
+        error = self.runtime.write(group.partition, [*replaced, (encode_group_key(group.group_id),
+                                                                 self._group_value(group))])
+        if error != ErrorCode.NONE:
+            return error
+        kept = self.groups.get(group.group_id)
+        if kept is not None:
+            group.offsets, group.pending_txn_offsets = kept.offsets, kept.pending_txn_offsets
+        group.current_state_timestamp = self.scheduler.now_ms()
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self.arm_session(group, member)
+        self._prepare_rebalance(group, f"downgraded from the consumer protocol: {reason}")
+        return ErrorCode.NONE
+
     def unload_group(self, group: Group, error: ErrorCode) -> None:
         """Forget the group: its timers stop and its waiting members are answered with `error`."""
         _cancel(group.rebalance_timer)

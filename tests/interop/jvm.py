@@ -10,6 +10,8 @@ The runs of one Scenario share one JVM (tools.ToolShell, started at the first ru
 `close`): a JVM's start and the loading of Kafka's client classes cost a second or two of CPU
 each on this machine, and a module runs dozens of programs. The programs end with Kafka's
 Exit.exit rather than System.exit for this: the shell turns it into the run's exit code.
+EventLogMember is the exception: one group member in a JVM of its own, for tests that kill it
+(tests/system/test_consumer_protocol.py starts it with `kafka("4").java_command`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""KIP-848 consumer groups on a 3-broker cluster with confluent-kafka's group.protocol=consumer.
+"""KIP-848 consumer groups on a 3-broker cluster with group.protocol=consumer, with confluent-kafka
+and with Kafka's Java client 4.x.
 
-Members (each its own process, tests/system/consumer_protocol_member.py) join and leave, one is
-killed with kill -9, and the broker coordinating the group is killed with kill -9, while a
+Members (each its own process: tests/system/consumer_protocol_member.py, or a JVM running
+tests/interop/java/EventLogMember.java) join and leave, one is killed with kill -9, and the broker coordinating the group is killed with kill -9, while a
 producer writes keyed records. Then, from the members' own event logs:
 - every partition is owned by one member at a time (its assign/revoke callbacks' timeline);
 - every acknowledged record is read, and none is read twice past an offset its reader committed.
@@ -9,6 +10,7 @@ producer writes keyed records. Then, from the members' own event logs:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -27,6 +29,8 @@ from confluent_kafka.admin import AdminClient
 
 from minikafka.coordinator.records import offsets_partition_for
 from tests.integration.broker_process import wait_until
+from tests.interop.jvm import sources
+from tests.interop.kafka import kafka
 from tests.system.cluster import Cluster
 from tests.system.load import ProducerRun
 from tests.system.zookeeper import ZooKeeperProcess
@@ -66,11 +70,18 @@ class Member:
 
     @classmethod
     def start(cls, cluster: Cluster, directory: Path, name: str, group: str = GROUP, topic: str = TOPIC,
-              protocol: str = "consumer") -> Member:
+              protocol: str = "consumer", client: str = "confluent", hold: bool = False) -> Member:
+        """With `hold` (Java only), the JVM starts but joins at `go`."""
         path = directory / f"{name}.jsonl"
+        if client == "java":
+            command = _java_member_command("--bootstrap", cluster.bootstrap, "--group", group, "--topic", topic,
+                                           "--name", name, "--events", str(path), "--protocol", protocol,
+                                           "--hold", "yes" if hold else "no")
+        else:
+            command = [sys.executable, "-m", "tests.system.consumer_protocol_member", cluster.bootstrap, group, topic,
+                       name, str(path), protocol]
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.system.consumer_protocol_member", cluster.bootstrap, group, topic, name,
-             str(path), protocol], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            command, cwd=REPO, stdin=subprocess.PIPE if hold else subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(directory / f"{name}.stderr", "wb"), env=dict(os.environ, PYTHONUNBUFFERED="1"))
         return cls(name, path, process)
 
@@ -96,9 +107,16 @@ class Member:
     def commit_count(self) -> int:
         return sum(1 for e in self.read() if e["e"] == "commit")
 
+    def go(self) -> Member:
+        """A held member joins its group."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        return self
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
+            self.go()  # a member still held sees it is to stop, and does not join
             try:
                 self.process.wait(30)
             finally:
@@ -110,6 +128,16 @@ class Member:
         self.killed_at = time.time()
         self.process.kill()
         self.process.wait(10)
+
+
+def _java_member_command(*args: str) -> list[str]:
+    """A JVM of its own running Kafka 4's consumer (EventLogMember): killing it kills one member."""
+    return kafka("4").java_command("EventLogMember", *args, extra_classpath=[_java_classes()], heap="128m")
+
+
+@functools.cache
+def _java_classes() -> Path:
+    return kafka("4").compile(sources("4"))
 
 
 def _intervals(members: list[Member], end: float) -> dict[int, list[tuple[float, float, str]]]:
@@ -171,18 +199,31 @@ def _owners(members: list[Member]) -> dict[int, str]:
     return {p: m.name for m in members if m.process.poll() is None for p in m.owned()}
 
 
-def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Cluster, tmp_path: Path) -> None:
-    cluster.create_topic(TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2"})
-    producer = ProducerRun("confluent", cluster.bootstrap, TOPIC, PARTITIONS, pace_s=0.004).start()
+@pytest.mark.parametrize("client", ["confluent", "java"])
+def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Cluster, tmp_path: Path,
+                                                                   client: str) -> None:
+    topic, group = f"{TOPIC}-{client}", f"{GROUP}-{client}"
+    cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
+    producer = ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start()
     members: list[Member] = []
+
+    def start(name: str, hold: bool = False) -> Member:
+        return Member.start(cluster, tmp_path, name, group, topic, client=client, hold=hold)
+
+    # JVMs start slowly on a loaded machine: the later members' start while the first ones join.
+    held = {name: start(name, hold=True) for name in ("m3", "m4")} if client == "java" else {}
+
+    def join(name: str) -> Member:
+        return held.pop(name).go() if name in held else start(name)
+
     try:
-        members += [Member.start(cluster, tmp_path, "m1"), Member.start(cluster, tmp_path, "m2")]
+        members += [start("m1"), start("m2")]
         wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
                    interval=0.2, what="two members sharing all partitions")
-        members.append(Member.start(cluster, tmp_path, "m3"))
+        members.append(join("m3"))
         wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members), 60,
                    interval=0.2, what="a third member given its share")
-        described = _describe(cluster)
+        described = _describe(cluster, group)
         assert described.type.name == "CONSUMER" and described.state.name == "STABLE" and len(described.members) == 3
         members[0].stop()  # leaves the group
         wait_until(lambda: len(_owners(members)) == PARTITIONS and all(m.owned() for m in members[1:]), 60,
@@ -190,12 +231,12 @@ def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Clus
         members[1].kill9()  # no leave: the group notices when its session times out
         wait_until(lambda: set(_owners(members[2:])) == set(range(PARTITIONS)), 60, interval=0.2,
                    what="the killed member's partitions taken over")
-        members.append(Member.start(cluster, tmp_path, "m4"))
+        members.append(join("m4"))
         wait_until(lambda: members[3].owned() and len(_owners(members)) == PARTITIONS, 60, interval=0.2,
                    what="a fourth member given its share")
-        coordinator = cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS))
+        coordinator = cluster.leader("__consumer_offsets", offsets_partition_for(group, OFFSETS_PARTITIONS))
         cluster.brokers[coordinator].kill9()
-        wait_until(lambda: cluster.leader("__consumer_offsets", offsets_partition_for(GROUP, OFFSETS_PARTITIONS))
+        wait_until(lambda: cluster.leader("__consumer_offsets", offsets_partition_for(group, OFFSETS_PARTITIONS))
                    not in (coordinator, -1), 60, interval=0.2, what="another broker coordinating the group")
         reading, committing = sum(m.read_count() for m in members), sum(m.commit_count() for m in members)
         wait_until(lambda: sum(m.read_count() for m in members) > reading + 300
@@ -207,7 +248,7 @@ def test_members_join_leave_die_and_survive_a_coordinator_failover(cluster: Clus
     finally:
         if not producer._stop.is_set():
             producer.stop()
-        for member in members:
+        for member in [*members, *held.values()]:
             member.stop()
     assert not producer.failed
     _check(members, producer)
@@ -232,27 +273,32 @@ def _describe(cluster: Cluster, group: str = GROUP) -> Any:
     return admin.describe_consumer_groups([group])[group].result(30)
 
 
-def test_a_classic_group_is_upgraded_member_by_member(cluster: Cluster, tmp_path: Path) -> None:
-    """Classic members (librdkafka's cooperative-sticky) restart one at a time with
-    group.protocol=consumer: the first turns the group into a consumer group with the classic
-    members in it (Kafka 4's online upgrade), and reading goes on throughout."""
-    topic, group = "kip848-upgrade", "kip848-upgraders"
+@pytest.mark.parametrize(("old", "new"), [("classic", "consumer"), ("consumer", "classic")])
+def test_a_group_changes_protocol_member_by_member(cluster: Cluster, tmp_path: Path, old: str, new: str) -> None:
+    """Members (librdkafka's; cooperative-sticky when classic) restart one at a time with the other
+    protocol, each new one joining before the old one leaves. Upgrade: the first consumer-protocol
+    member turns the group into a consumer group with the classic members in it. Downgrade: the
+    classic members join the consumer group, and when its last consumer-protocol member leaves it
+    becomes a classic group again, whose members rebalance among themselves (Kafka 4's online
+    migrations). Reading goes on throughout."""
+    topic, group = f"kip848-{old}-to-{new}", f"kip848-{old}-to-{new}-readers"
     cluster.create_topic(topic, PARTITIONS, 3, **{"min.insync.replicas": "2"})
     producer = ProducerRun("confluent", cluster.bootstrap, topic, PARTITIONS, pace_s=0.004).start()
     members: list[Member] = []
     try:
-        members += [Member.start(cluster, tmp_path, f"classic{i}", group, topic, "classic") for i in range(2)]
-        _await_sharing(members, "two classic members sharing all partitions")
+        members += [Member.start(cluster, tmp_path, f"{old}{i}", group, topic, old) for i in range(2)]
+        _await_sharing(members, f"two {old} members sharing all partitions")
         for i in range(2):
-            # The restarted member comes back with the consumer protocol before the old one is gone,
-            # so the first one upgrades a group that still has classic members.
-            members.append(Member.start(cluster, tmp_path, f"upgraded{i}", group, topic, "consumer"))
-            _await_sharing(members, f"the classic and upgraded members sharing all partitions (step {i + 1})")
+            members.append(Member.start(cluster, tmp_path, f"{new}{i}", group, topic, new))
+            _await_sharing(members, f"the {old} and {new} members sharing all partitions (step {i + 1})")
             described = _describe(cluster, group)
             assert described.type.name == "CONSUMER", described
             assert {m.client_id for m in described.members} == {m.name for m in members if m.process.poll() is None}
             members[i].stop()
-            _await_sharing(members, f"the partitions of classic{i} taken over")
+            _await_sharing(members, f"the partitions of {old}{i} taken over")
+        described = _describe(cluster, group)
+        assert described.type.name == new.upper() and described.state.name == "STABLE", described
+        assert {m.client_id for m in described.members} == {f"{new}0", f"{new}1"}
         producer.stop()
         _await_every_acknowledged_read(members, producer)
     finally:

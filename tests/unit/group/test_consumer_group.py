@@ -21,7 +21,13 @@ from minikafka.group.consumer_group import (
 from minikafka.group.coordinator import CommitEntry, CoordinatorConfig, GroupCoordinator
 from minikafka.group.schemas import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION
 from protocol.errors import ErrorCode
-from tests.unit.group.helpers import ManualScheduler, MemoryStore, join_request, subscription
+from tests.unit.group.helpers import (
+    ManualScheduler,
+    MemoryStore,
+    join_request,
+    make_coordinator,
+    subscription,
+)
 
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=8)
@@ -321,11 +327,8 @@ def _assigned(assignment: bytes) -> set[int]:
     return {p for entry in body.assigned_partitions for p in entry.partitions}
 
 
-async def test_a_classic_group_is_upgraded_online_as_a_member_joins_with_the_consumer_protocol() -> None:
-    store, scheduler = MemoryStore(), ManualScheduler()
-    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), store, scheduler,
-                                   ConsumerGroupConfig(session_timeout_ms=SESSION_MS), lambda: TOPICS)
-    groups = coordinator.consumer_groups
+async def _classic_member_holding_everything(coordinator: GroupCoordinator) -> tuple[str, int]:
+    """A classic group "g" of one cooperative-sticky member, given all of t: its id and generation."""
     first = await coordinator.join_group(join_request("g"))
     classic_id = first["member_id"]
     joined = await coordinator.join_group(join_request("g", classic_id, protocols=[("cooperative-sticky",
@@ -335,7 +338,15 @@ async def test_a_classic_group_is_upgraded_online_as_a_member_joins_with_the_con
     synced = await coordinator.sync_group("g", joined["generation_id"], classic_id, None, None, None,
                                           [(classic_id, assignment)])
     assert synced["error_code"] == ErrorCode.NONE
-    generation = joined["generation_id"]
+    return classic_id, joined["generation_id"]
+
+
+async def test_a_classic_group_is_upgraded_online_as_a_member_joins_with_the_consumer_protocol() -> None:
+    store, scheduler = MemoryStore(), ManualScheduler()
+    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), store, scheduler,
+                                   ConsumerGroupConfig(session_timeout_ms=SESSION_MS), lambda: TOPICS)
+    groups = coordinator.consumer_groups
+    classic_id, generation = await _classic_member_holding_everything(coordinator)
     coordinator.commit_offsets("g", generation, classic_id, None, {("t", 0): CommitEntry(3, -1, "")})
 
     newcomer = Client(groups, "n")
@@ -396,3 +407,124 @@ def test_an_empty_group_goes_with_its_last_offsets() -> None:
     assert set(groups.groups) == {"kept"}
     _, reloaded, _, _ = _coordinator(store, ManualScheduler(scheduler.now))
     assert set(reloaded.groups) == {"kept"}
+
+
+async def _upgraded_group(policy: str = "bidirectional", instance: str | None = None,
+                          ) -> tuple[GroupCoordinator, MemoryStore, ManualScheduler, str, Client]:
+    """A classic group of one cooperative member holding t's 4 partitions, upgraded online by a
+    consumer-protocol member; once settled, each holds 2."""
+    store, scheduler = MemoryStore(), ManualScheduler()
+    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), store, scheduler,
+                                   ConsumerGroupConfig(session_timeout_ms=SESSION_MS, migration_policy=policy),
+                                   lambda: TOPICS)
+    coordinator.load()
+    classic_id, _ = await _classic_member_holding_everything(coordinator)
+    newcomer = Client(coordinator.consumer_groups, "n", instance_id=instance)
+    newcomer.beat()
+    rejoin = await coordinator.join_group(join_request(
+        "g", classic_id, protocols=[("cooperative-sticky", _owned_subscription("t", {0, 1, 2, 3}))]))
+    kept = _assigned((await coordinator.sync_group("g", rejoin["generation_id"], classic_id, None, "consumer",
+                                                   "cooperative-sticky", []))["assignment"])
+    await coordinator.join_group(join_request(
+        "g", classic_id, protocols=[("cooperative-sticky", _owned_subscription("t", kept))]))
+    newcomer.beat()
+    assert newcomer.partitions() == {0, 1, 2, 3} - kept and len(kept) == 2
+    return coordinator, store, scheduler, classic_id, newcomer
+
+
+async def _rejoins_as_classic(coordinator: GroupCoordinator, classic_id: str, owned: set[int]) -> set[int]:
+    """The classic member, told to rebalance, rejoins a classic group as its leader, and assigns."""
+    group = coordinator.groups["g"]
+    assert coordinator.heartbeat("g", group.generation_id, classic_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
+    joined = await coordinator.join_group(join_request(
+        "g", classic_id, protocols=[("cooperative-sticky", _owned_subscription("t", owned))]))
+    assert joined["error_code"] == ErrorCode.NONE and joined["leader"] == classic_id and len(joined["members"]) == 1
+    assignment = CONSUMER_ASSIGNMENT.encode(0, {"assigned_partitions": [{"topic": "t", "partitions": [0, 1, 2, 3]}],
+                                                "user_data": None})
+    synced = await coordinator.sync_group("g", joined["generation_id"], classic_id, None, "consumer",
+                                          "cooperative-sticky", [(classic_id, assignment)])
+    assert synced["error_code"] == ErrorCode.NONE
+    assert coordinator.heartbeat("g", joined["generation_id"], classic_id, None) == ErrorCode.NONE
+    return _assigned(synced["assignment"])
+
+
+async def test_a_consumer_group_is_downgraded_online_when_its_last_consumer_protocol_member_leaves() -> None:
+    coordinator, store, scheduler, classic_id, newcomer = await _upgraded_group()
+    groups = coordinator.consumer_groups
+    epoch = groups.groups["g"].epoch
+    coordinator.commit_offsets("g", newcomer.epoch, "n", None, {("t", 1): CommitEntry(7, -1, "")})
+    assert newcomer.beat(epoch=-1).error == ErrorCode.NONE
+    # A classic group again, at the consumer group's epoch, holding its one classic member and the
+    # group's offsets; it rebalances, so the member takes the leaver's partitions.
+    assert "g" not in groups.groups
+    assert coordinator.list_groups() == [
+        {"group_id": "g", "protocol_type": "consumer", "group_state": "PreparingRebalance", "group_type": "classic"}]
+    group = coordinator.groups["g"]
+    assert (set(group.members), group.generation_id, group.protocol_name) == ({classic_id}, epoch,
+                                                                              "cooperative-sticky")
+    assert _assigned(group.members[classic_id].assignment) == {0, 1, 2, 3} - newcomer.partitions()
+    assert coordinator.fetch_offsets("g", [("t", 1)])[1][("t", 1)].offset == 7  # type: ignore[union-attr]
+    # A failover finds it classic too.
+    reloaded, _, _ = make_coordinator(store, ManualScheduler(scheduler.now))
+    assert "g" not in reloaded.consumer_groups.groups and set(reloaded.groups["g"].members) == {classic_id}
+    assert await _rejoins_as_classic(coordinator, classic_id, _assigned(group.members[classic_id].assignment)) == {
+        0, 1, 2, 3}
+    # And it can be upgraded again.
+    again = Client(groups, "n2")
+    assert again.beat().error == ErrorCode.NONE and set(groups.groups["g"].members) == {classic_id, "n2"}
+
+
+async def test_a_consumer_group_is_downgraded_when_its_last_consumer_protocol_member_is_fenced() -> None:
+    coordinator, _, scheduler, classic_id, newcomer = await _upgraded_group()
+    held = _assigned(coordinator.consumer_groups.classic_sync(
+        "g", coordinator.consumer_groups.groups["g"].member_assignment(classic_id).member_epoch, classic_id, None,
+        None)["assignment"])
+    for _ in range(SESSION_MS // 2000 + 1):  # the consumer-protocol member goes silent; the classic one beats
+        scheduler.advance(2000)
+        if "g" in coordinator.consumer_groups.groups:
+            generation = coordinator.consumer_groups.groups["g"].member_assignment(classic_id).member_epoch
+            assert coordinator.heartbeat("g", generation, classic_id, None) == ErrorCode.NONE
+    assert "g" not in coordinator.consumer_groups.groups
+    assert await _rejoins_as_classic(coordinator, classic_id, held) == {0, 1, 2, 3}
+
+
+async def test_without_the_downgrade_policy_the_classic_members_stay_in_the_consumer_group() -> None:
+    coordinator, _, _, classic_id, newcomer = await _upgraded_group("upgrade")
+    newcomer.beat(epoch=-1)
+    assert set(coordinator.consumer_groups.groups["g"].members) == {classic_id}
+
+
+async def test_a_static_member_back_with_the_classic_protocol_replaces_its_old_self() -> None:
+    """Restarted with the classic protocol, a static member takes its old self's place and
+    partitions; when that was the last consumer-protocol member, the group becomes classic again
+    (Kafka's validateOnlineDowngradeWithReplacedMemberId)."""
+    coordinator, _, _, classic_id, newcomer = await _upgraded_group(instance="i")
+    held = newcomer.partitions()
+    assert newcomer.beat(epoch=-2).error == ErrorCode.NONE  # it leaves for a restart
+    joined = await coordinator.join_group(join_request("g", instance="i", protocols=[("cooperative-sticky",
+                                                                                       subscription("t"))]))
+    assert joined["error_code"] == ErrorCode.NONE and joined["member_id"] != "n"
+    assert "g" not in coordinator.consumer_groups.groups
+    group = coordinator.groups["g"]
+    assert set(group.members) == {classic_id, joined["member_id"]} and group.static_members == {
+        "i": joined["member_id"]}
+    assert _assigned(group.members[joined["member_id"]].assignment) == held
+
+
+def test_a_static_member_back_with_the_classic_protocol_is_one_member_of_the_consumer_group() -> None:
+    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0), MemoryStore(), ManualScheduler(),
+                                   ConsumerGroupConfig(session_timeout_ms=SESSION_MS), lambda: TOPICS)
+    coordinator.load()
+    groups = coordinator.consumer_groups
+    other, static = Client(groups, "n"), Client(groups, "s", instance_id="i")
+    _settle([other, static])
+    held = static.partitions()
+    static.beat(epoch=-2)
+    joined = coordinator.consumer_groups.classic_join(join_request("g", instance="i", protocols=[(
+        "cooperative-sticky", subscription("t"))]))
+    assert joined["error_code"] == ErrorCode.NONE
+    group = groups.groups["g"]
+    assert set(group.members) == {"n", joined["member_id"]} and group.static_member("i") == joined["member_id"]
+    assert set(group.member_assignment(joined["member_id"]).assigned[T]) == held
+    # Its old self is gone: a heartbeat of it is refused.
+    assert static.beat(epoch=static.epoch).error == ErrorCode.UNKNOWN_MEMBER_ID
