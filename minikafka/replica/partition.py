@@ -96,6 +96,9 @@ class Partition:
         # Counts the times this replica followed another broker, whose log may have cut its tail
         # back: an append's acks=all answer is due only while it stays the same (``leadership``).
         self.leaderships_followed = 0
+        # Resigned on its own (its ZooKeeper session ended), until the controller's news: produce
+        # requests wait for that news rather than being refused (ReplicaManager.leadership_confirmed).
+        self.leadership_unconfirmed = False
         # producer id -> the token of a transactional produce being verified with its coordinator
         # (KIP-890); a marker for the producer ends it, so a batch verified before the marker
         # cannot open a transaction after it.
@@ -124,6 +127,7 @@ class Partition:
     def make_leader(self, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...],
                     partition_epoch: int, now: int) -> None:
         self._transition(Role.LEADER)
+        self.leadership_unconfirmed = False
         self.leader_id = self.broker_id
         self.leader_epoch = max(self.leader_epoch, leader_epoch)
         self.isr, self.replicas, self.partition_epoch = isr or (self.broker_id,), replicas, partition_epoch
@@ -137,6 +141,7 @@ class Partition:
     def make_follower(self, leader_id: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...],
                       partition_epoch: int) -> None:
         self._transition(Role.FOLLOWER)
+        self.leadership_unconfirmed = False
         if leader_id >= 0:
             self.leaderships_followed += 1
         self.leader_id = leader_id
@@ -145,6 +150,12 @@ class Partition:
         self.followers = {}
         self.pending_isr = None
         self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
+
+    def resign(self) -> None:
+        """Stop leading until the controller says who leads (this broker's ZooKeeper session
+        ended, so it cannot confirm its leadership); the log stays as it led it."""
+        self.make_follower(-1, self.leader_epoch, self.isr, self.replicas, self.partition_epoch)
+        self.leadership_unconfirmed = True
 
     def active_producers(self) -> list[ProducerEntry]:
         """The producers this replica's log holds state for (DescribeProducers)."""

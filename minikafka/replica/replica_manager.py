@@ -256,8 +256,7 @@ class ReplicaManager:
         resigned = []
         for key, partition in self.partitions.items():
             if partition.is_leader:
-                partition.make_follower(-1, partition.leader_epoch, partition.isr, partition.replicas,
-                                        partition.partition_epoch)
+                partition.resign()
                 self._wake(key)
                 resigned.append(key)
         return resigned
@@ -442,6 +441,24 @@ class ReplicaManager:
         if partition is None:
             return None
         return partition.verification_guards.setdefault(producer_id, object())
+
+    async def leadership_confirmed(self, keys: Iterable[TopicPartition], timeout_ms: int) -> None:
+        """Wait, at most ``timeout_ms``, while any of these partitions is resigned and waits for
+        the controller's news (``Partition.resign``). A produce refused meanwhile, with the next
+        one taken once the same leadership is given back, leaves a gap in the producer's
+        sequence numbers: the broker refuses the next batch OUT_OF_ORDER_SEQUENCE_NUMBER, and
+        librdkafka answers that by bumping its producer epoch and sending again every batch not
+        yet acknowledged, stored ones included (which are then stored twice)."""
+        keys = list(keys)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            waiting = [key for key in keys
+                       if (partition := self.partitions.get(key)) is not None and partition.leadership_unconfirmed]
+            remaining = deadline - loop.time()
+            if not waiting or remaining <= 0 or client_gone():
+                return
+            await self._wait_for_data(waiting, remaining)
 
     async def wait_for_replication(self, topic: str, index: int, result: ProduceResult, timeout_ms: int) -> None:
         """acks=all: wait until the high watermark passes the appended batches (every ISR member

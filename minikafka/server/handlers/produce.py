@@ -58,6 +58,9 @@ async def handle(request: Request[ProduceRequestView], ctx: BrokerContext) -> Pr
         for topic_data in body.topic_data:
             name = await _topic_name(topic_data, by_id, ctx)
             names.append(name)
+            if name is not None:
+                await ctx.replica_manager.leadership_confirmed(
+                    [(name, data.index) for data in topic_data.partition_data], body.timeout_ms)
             writable = name is not None and may_on_topic(ctx, AclOperation.WRITE, name)
             partitions: list[tuple[int, ProduceResult]] = []
             for data in topic_data.partition_data:

@@ -93,3 +93,34 @@ async def test_a_leader_that_followed_another_broker_meanwhile_does_not_confirm_
         assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         logs.shutdown()
+
+
+async def test_a_produce_to_a_resigned_leader_waits_for_the_controllers_news(tmp_path: Path) -> None:
+    # Refused now and taken once the leadership is back, the producer's next batch would leave a
+    # gap in its sequence numbers (OUT_OF_ORDER_SEQUENCE_NUMBER): it waits instead.
+    logs, replicas = _manager(tmp_path)
+    try:
+        _lead(replicas, 3)
+        await asyncio.wait_for(replicas.leadership_confirmed([("t", 0)], 10_000), 1)  # a leader: at once
+        replicas.resign_leaderships()
+        waiting = asyncio.ensure_future(replicas.leadership_confirmed([("t", 0), ("other", 0)], 10_000))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        _lead(replicas, 3)
+        await asyncio.wait_for(waiting, 5)
+        assert replicas.append("t", 0, make_batch(1), now=2, acks=-1).error == ErrorCode.NONE
+
+        replicas.resign_leaderships()
+        waiting = asyncio.ensure_future(replicas.leadership_confirmed([("t", 0)], 10_000))
+        await asyncio.sleep(0.1)
+        _follow_the_other_broker(replicas)  # another leader: the produce is refused as usual
+        await asyncio.wait_for(waiting, 5)
+        assert replicas.append("t", 0, make_batch(1), now=3, acks=-1).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+        _lead(replicas, 5)
+        replicas.resign_leaderships()
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(replicas.leadership_confirmed([("t", 0)], 200), 5)  # no news: bounded
+        assert asyncio.get_running_loop().time() - started >= 0.2
+    finally:
+        logs.shutdown()
