@@ -1,4 +1,4 @@
-"""What the active controller knows of the cluster: brokers, topics, partition states.
+"""What the active controller knows of the cluster: brokers, topics, partition and replica states.
 
 ``ControllerState`` is owned by the controller's event task (zk_controller.py): read and
 changed by one event at a time, never from another task. The request builders
@@ -10,9 +10,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from minikafka.controller.partition_states import NON_EXISTENT, OFFLINE, ONLINE, PartitionState, checked
+from minikafka.controller import replica_states
+from minikafka.controller.partition_states import NEW, NON_EXISTENT, OFFLINE, ONLINE, PartitionState, checked
 from minikafka.controller.reassignment import ReplicaAssignment
-from minikafka.controller.topic_deletion import TopicDeletions
+from minikafka.controller.replica_states import ReplicaState
+from minikafka.controller.topic_deletion import ReplicaDeletion, TopicDeletions
 from minikafka.zk.kafka_zk import BrokerRegistration, LeaderIsr, TopicAssignment
 
 TopicPartition = tuple[str, int]
@@ -42,6 +44,8 @@ class ControllerState:
     offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
     # Each partition's state (partition_states.py); a partition not listed does not exist.
     partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    # Each replica's state (replica_states.py), by (broker, partition); one not listed does not exist.
+    replica_states: dict[tuple[int, TopicPartition], ReplicaState] = field(default_factory=dict)
 
     def partition_state(self, tp: TopicPartition) -> PartitionState:
         return self.partition_states.get(tp, NON_EXISTENT)
@@ -53,6 +57,41 @@ class ControllerState:
             self.partition_states.pop(tp, None)
         else:
             self.partition_states[tp] = after
+
+    def replica_state(self, broker: int, tp: TopicPartition) -> ReplicaState:
+        return self.replica_states.get((broker, tp), replica_states.NON_EXISTENT)
+
+    def move_replica(self, broker: int, tp: TopicPartition, to: ReplicaState) -> None:
+        """Change the state of ``broker``'s replica of ``tp`` to ``to`` if that is a legal change
+        (else it is logged)."""
+        after = replica_states.checked(broker, tp[0], tp[1], self.replica_state(broker, tp), to)
+        if after is replica_states.NON_EXISTENT:
+            self.replica_states.pop((broker, tp), None)
+        else:
+            self.replica_states[(broker, tp)] = after
+
+    def serving_state(self, broker: int, tp: TopicPartition) -> ReplicaState:
+        """Online if ``broker``'s replica of ``tp`` can serve (its broker live, its dir online), else Offline."""
+        return replica_states.ONLINE if broker in self.eligible(tp) else replica_states.OFFLINE
+
+    def new_partition(self, tp: TopicPartition) -> None:
+        """``tp`` was created (its topic or partition): it and its replicas are New."""
+        self.move_partition(tp, NEW)
+        for broker in self.replicas(tp):
+            self.move_replica(broker, tp, replica_states.NEW)
+
+    def follow_deletion(self, topic: str) -> None:
+        """The replica states of a topic being deleted, after where its deletion stands: Started
+        once asked, Successful once deleted, Ineligible while it waits (its broker down or
+        failing). A deletion (re)starts from Offline, as Kafka's controller starts one."""
+        for (broker, tp), progress in self.deletions.progress(topic).items():
+            before = self.replica_state(broker, tp)
+            after = _DELETION_STATES[progress]
+            if before is after:
+                continue
+            if after is not replica_states.DELETION_SUCCESSFUL and before is not replica_states.DELETION_STARTED:
+                self.move_replica(broker, tp, replica_states.OFFLINE)
+            self.move_replica(broker, tp, after)
 
     def leadership_state(self, tp: TopicPartition) -> PartitionState:
         """Online if ``tp``'s recorded leader can serve (live, its dir online), else Offline."""
@@ -109,6 +148,12 @@ class ControllerState:
             return set()
         return {tp for tp in self.partitions_of(broker)
                 if lost_replica(self.partitions[tp].state.directories.get(broker), registration)}
+
+
+_DELETION_STATES = {ReplicaDeletion.WAITING: replica_states.DELETION_INELIGIBLE,
+                    ReplicaDeletion.FAILED: replica_states.DELETION_INELIGIBLE,
+                    ReplicaDeletion.STARTED: replica_states.DELETION_STARTED,
+                    ReplicaDeletion.DONE: replica_states.DELETION_SUCCESSFUL}
 
 
 def lost_replica(recorded: uuid.UUID | None, registration: BrokerRegistration) -> bool:

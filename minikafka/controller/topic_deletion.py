@@ -68,6 +68,11 @@ class TopicDeletions:
             tracked.replicas[(broker, tp)] = ReplicaDeletion.FAILED
             tracked.failures[(broker, tp)] = error
 
+    def progress(self, topic: str) -> dict[Replica, ReplicaDeletion]:
+        """Where each replica of the topic stands (none if the topic is not being deleted)."""
+        tracked = self._topics.get(topic)
+        return dict(tracked.replicas) if tracked is not None else {}
+
     def broker_gone(self, broker: int) -> None:
         """Its requests died with its connection: what it had not answered waits for its return."""
         for tracked in self._topics.values():

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from prometheus_client import Gauge
 
 from minikafka.config.broker import BrokerConfig
-from minikafka.controller import elections, replica_log_ends, requests
+from minikafka.controller import elections, replica_log_ends, replica_states, requests
 from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
 from minikafka.controller.events import (
     AllocateProducerIds,
@@ -64,7 +64,7 @@ from minikafka.controller.events import (
     UncleanLeaderElection,
 )
 from minikafka.controller.isr_proposals import IsrProposal, Unchanged, judge
-from minikafka.controller.partition_states import NEW, NON_EXISTENT, OFFLINE
+from minikafka.controller.partition_states import NON_EXISTENT, OFFLINE
 from minikafka.controller.reassignment import (
     ReplicaAssignment,
     cancel,
@@ -297,6 +297,9 @@ class ZkController:
         state.deleting = set(await self.zk.topics_to_delete(watch=self._watch(TopicDeletionsRequested())))
         await self.zk.isr_change_notifications(watch=self._watch(IsrChangeNotification()))
         state.offline_replicas = {b: state.offline_by_dirs(b) for b in state.brokers}
+        for broker, offline in state.offline_replicas.items():
+            for tp in offline:
+                state.move_replica(broker, tp, replica_states.OFFLINE)
         for broker in sorted(state.brokers):
             await self._replicas_lost(broker, state.lost_by_dirs(broker))
         await self._create_missing_partitions()
@@ -327,8 +330,10 @@ class ZkController:
                 # As found, not changed: Online or Offline as its leader is, whatever it was.
                 self.state.partitions[tp] = PartitionRecord(*found)
                 self.state.partition_states[tp] = self.state.leadership_state(tp)
+                for broker in self.state.replicas(tp):
+                    self.state.replica_states[(broker, tp)] = self.state.serving_state(broker, tp)
             else:
-                self.state.move_partition(tp, NEW)  # its state is written once a leader is elected
+                self.state.new_partition(tp)  # its state is written once a leader is elected
 
     def _open_channel(self, broker: int, registration: BrokerRegistration) -> None:
         """The channel of the controller's requests to ``broker``: to its control-plane listener
@@ -358,6 +363,9 @@ class ZkController:
         for broker in gone:
             state.shutting_down.discard(broker)
             state.offline_replicas.pop(broker, None)
+            for tp in state.partitions_of(broker):
+                if tp[0] not in state.deleting:  # the deletion's own states say where these stand
+                    state.move_replica(broker, tp, replica_states.OFFLINE)
             state.deletions.broker_gone(broker)
             await self.channels.remove(broker)
         if gone:
@@ -375,6 +383,9 @@ class ZkController:
                 log.warning("broker %d registered with log dir(s) %s offline; its replicas there are offline: %s",
                             broker, ", ".join(d.path for d in now[broker].offline_dirs),
                             _names(state.offline_replicas[broker]))
+            for tp in state.partitions_of(broker):
+                if tp[0] not in state.deleting:
+                    state.move_replica(broker, tp, state.serving_state(broker, tp))
             self._open_channel(broker, now[broker])
             await self._replicas_lost(broker, state.lost_by_dirs(broker))
         if came:
@@ -624,6 +635,8 @@ class ZkController:
         state = self.state
         state.offline_replicas.setdefault(broker, set()).update(replicas)
         replicas = {tp for tp in replicas if tp[0] not in state.deleting}
+        for tp in replicas:
+            state.move_replica(broker, tp, replica_states.OFFLINE)
         led = sorted(tp for tp in replicas if state.partitions[tp].state.leader == broker)
         moved = await self._elect_offline(led)
         left_isr: dict[TopicPartition, PartitionRecord] = {}
@@ -814,7 +827,7 @@ class ZkController:
                 if tp in state.partitions:
                     continue
                 if state.partition_state(tp) is NON_EXISTENT:
-                    state.move_partition(tp, NEW)
+                    state.new_partition(tp)
                 chosen = elections.new_partition(replicas, state.live)
                 if chosen is None:
                     log.error("%s-%d cannot start: none of its replicas %s is alive", name, index, list(replicas))
@@ -832,6 +845,8 @@ class ZkController:
             topics = sorted({t for t, _ in created})
             log.info("created %d partition(s) of %s", len(created), ", ".join(topics))
             self._tell_replicas(created, new=True)
+            for tp in created:
+                self._replicas_told(tp)
 
     async def _deletions_requested(self) -> None:
         requested = set(await self.zk.topics_to_delete(watch=self._watch(TopicDeletionsRequested())))
@@ -860,6 +875,7 @@ class ZkController:
             for broker, tps in state.deletions.to_send(name, live).items():
                 self._send_stop_replica(broker, tps, delete=True,
                                         on_response=functools.partial(self._deletion_answered, broker, tps))
+            state.follow_deletion(name)
             for line in state.deletions.report(name, live):
                 log.warning("%s", line)
             if state.deletions.complete(name):
@@ -893,6 +909,12 @@ class ZkController:
         log.info("deleted topic %s", name)
 
     def _forget_topic(self, name: str) -> None:
+        state = self.state
+        for broker, tp in [r for r in state.replica_states if r[1][0] == name]:
+            if name in state.deletions:
+                state.move_replica(broker, tp, replica_states.NON_EXISTENT)
+            else:  # its znodes went without this controller deleting it: nothing to check against
+                del state.replica_states[(broker, tp)]
         self.state.topics.pop(name, None)
         for tp in [tp for tp in self.state.partitions if tp[0] == name]:
             del self.state.partitions[tp]
@@ -1113,6 +1135,9 @@ class ZkController:
         else:
             log.info("reassigning %s-%d to %s: adding %s, removing %s once they are in sync", tp[0], tp[1],
                      list(after.target), list(after.adding) or "none", list(after.removing) or "none")
+        for broker in after.replicas:
+            if broker not in current.replicas:
+                state.move_replica(broker, tp, replica_states.NEW)
         await self._tell_reassignment(tp, gone)
         return ErrorCode.NONE, None
 
@@ -1123,10 +1148,15 @@ class ZkController:
         if tp not in state.partitions:
             return
         self._tell_replicas({tp: state.partitions[tp]})
+        self._replicas_told(tp)
         for broker in gone:
             state.offline_replicas.get(broker, set()).discard(tp)
             if broker in state.brokers:
                 self._send_stop_replica(broker, [tp], delete=True)
+            # As Kafka's controller does, without waiting for the broker's answer.
+            for step in (replica_states.OFFLINE, replica_states.DELETION_STARTED, replica_states.DELETION_SUCCESSFUL,
+                         replica_states.NON_EXISTENT):
+                state.move_replica(broker, tp, step)
         await self._finish_reassignment(tp)
 
     async def _finish_reassignment(self, tp: TopicPartition) -> None:
@@ -1267,6 +1297,13 @@ class ZkController:
             self._send_leader_and_isr(broker, tps, new=new)
         self._send_update_metadata(self.state.brokers, changed)
 
+    def _replicas_told(self, tp: TopicPartition) -> None:
+        """The new replicas of ``tp`` were told their LeaderAndIsr: each is Online, or Offline
+        where it cannot serve."""
+        for broker in self.state.replicas(tp):
+            if self.state.replica_state(broker, tp) is replica_states.NEW:
+                self.state.move_replica(broker, tp, self.state.serving_state(broker, tp))
+
     def _send_leader_and_isr(self, broker: int, partitions: list[TopicPartition], new: bool = False) -> None:
         body = requests.leader_and_isr(self.state, self.broker_id, broker, partitions, self.listener, new)
         if body is None:
@@ -1303,6 +1340,9 @@ class ZkController:
         if not self.active or registration is None or registration.epoch != broker_epoch:
             return
         known = state.offline_replicas.setdefault(broker, set())
+        for tp in sorted(known & online):
+            if tp[0] not in state.deleting:
+                state.move_replica(broker, tp, replica_states.ONLINE)
         known -= online
         newly = {tp for tp in offline - known if tp in state.partitions}
         if newly:

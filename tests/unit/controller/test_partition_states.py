@@ -17,6 +17,7 @@ from minikafka.controller.partition_states import (
     checked,
     legal,
 )
+from minikafka.controller.replica_states import ReplicaState
 from minikafka.controller.state import ControllerState, PartitionRecord
 from minikafka.zk.kafka_zk import BrokerRegistration, LeaderIsr, TopicAssignment
 
@@ -49,7 +50,9 @@ def test_a_partition_is_new_then_follows_its_leader_then_is_deleted(caplog: pyte
     state = _state()
     tp = ("t", 0)
     assert state.partition_state(tp) is NON_EXISTENT
-    state.move_partition(tp, NEW)
+    state.new_partition(tp)
+    assert state.partition_state(tp) is NEW
+    assert [state.replica_state(b, tp) for b in (1, 2)] == [ReplicaState.NEW, ReplicaState.NEW]
     state.record(tp, PartitionRecord(LeaderIsr(1, 0, (1, 2), 2), 0))
     assert state.partition_state(tp) is ONLINE
     state.record(tp, PartitionRecord(LeaderIsr(2, 1, (2,), 2), 1))  # broker 2 is not alive
