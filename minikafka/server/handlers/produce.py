@@ -5,11 +5,14 @@ producer's transaction (KIP-890)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable
+import weakref
+from collections.abc import AsyncIterator, Awaitable
 
 from minikafka.replica.replica_manager import ProduceResult, now_ms
 from minikafka.security.acl import AclOperation, ResourceType
+from minikafka.security.session import Session
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
 from minikafka.server.repeated_log import RepeatedLog
@@ -24,9 +27,31 @@ from protocol.typed.produce import (
 )
 
 log = logging.getLogger(__name__)
+# Per connection, the append phase of its latest Produce request (done once it has appended).
+_appending: weakref.WeakKeyDictionary[Session, asyncio.Future[None]] = weakref.WeakKeyDictionary()
 # One line a minute per topic and error, however often clients retry.
 refusals = RepeatedLog(log)
 Records = memoryview | None  # a partition's batches, as decoded
+
+
+@contextlib.asynccontextmanager
+async def _in_arrival_order(session: Session) -> AsyncIterator[None]:
+    """The append phase of one Produce request, entered once the earlier requests of its
+    connection have appended. Requests pipelined on a connection are handled side by side, and
+    one may wait before it appends (a resigned leader's partitions, a transaction's
+    verification): a later request must not reach the log first, or its batches would fail on
+    their sequence numbers (Kafka reads no further request from a connection until it has
+    answered the last)."""
+    earlier = _appending.get(session)
+    mine = _appending[session] = asyncio.get_running_loop().create_future()
+    try:
+        if earlier is not None and not earlier.done():
+            await asyncio.shield(earlier)
+        yield
+    finally:
+        mine.set_result(None)
+        if _appending.get(session) is mine:
+            del _appending[session]
 
 
 async def handle(request: Request[ProduceRequestView], ctx: BrokerContext) -> ProduceResponse | None:
@@ -94,11 +119,12 @@ async def handle(request: Request[ProduceRequestView], ctx: BrokerContext) -> Pr
                     f"{name}-{index} is not part of the producer's ongoing transaction"
                     if error == ErrorCode.INVALID_TXN_STATE else None)))
 
-    if body.transactional_id is None:
-        await append_all()
-    else:
-        async with ctx.txn_verifier.appends_in_order(body.transactional_id):
+    async with _in_arrival_order(ctx.session):
+        if body.transactional_id is None:
             await append_all()
+        else:
+            async with ctx.txn_verifier.appends_in_order(body.transactional_id):
+                await append_all()
     if replicating:
         await asyncio.gather(*replicating)
     throttle_ms = ctx.quotas.produced(ctx.session.principal.name, request)
