@@ -477,15 +477,16 @@ class ReplicaManager:
         while True:
             partition, error = self._leader(key)
             hosted = self.partitions.get(key)
-            same_leadership = result.appended_under is None or (
-                hosted is not None and hosted.leadership == result.appended_under)
-            if partition is not None and same_leadership:
-                if partition.log.high_watermark > result.last_offset:
-                    if len(partition.isr) < partition.log.config.min_insync_replicas:
-                        result.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    return
-            elif not (same_leadership and hosted is not None and hosted.resigned and result.appended_under):
+            if result.appended_under is not None and (hosted is None or hosted.leadership != result.appended_under):
                 result.error = error if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                return
+            if partition is None:
+                if result.appended_under is None or hosted is None or not hosted.resigned:
+                    result.error = error
+                    return
+            elif partition.log.high_watermark > result.last_offset:
+                if len(partition.isr) < partition.log.config.min_insync_replicas:
+                    result.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
                 return
             remaining = deadline - loop.time()
             if remaining <= 0 or client_gone():
