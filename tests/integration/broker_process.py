@@ -59,6 +59,14 @@ def _port_range() -> range:
     return ports[worker * share:(worker + 1) * share] if share else ports
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """preexec_fn of a process a test stops with Ctrl-C (SIGINT to its process group): SIGINT
+    back to its default. A suite started as a background job of a non-interactive shell has
+    SIGINT ignored, and a Python child started with SIGINT ignored never turns it into
+    KeyboardInterrupt, so the test would wait on a process that cannot hear it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on and that this process never handed out
     before, from below the kernel's ephemeral range: a port from that range (what binding port 0

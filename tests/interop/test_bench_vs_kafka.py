@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.integration.broker_process import ctrl_c_as_in_a_terminal
 from tests.interop.kafka import kafka
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +27,8 @@ def start_bench(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     # leaves behind, files or processes naming them, can be found.
     env = dict(os.environ, TMPDIR=str(tmp_path))
     return subprocess.Popen([sys.executable, str(BENCH), *TINY, *args], cwd=REPO_ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=ctrl_c_as_in_a_terminal)
 
 
 @contextlib.contextmanager

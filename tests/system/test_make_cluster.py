@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.broker_process import free_port, wait_until
+from tests.integration.broker_process import ctrl_c_as_in_a_terminal, free_port, wait_until
 from tests.readme import copy_checkout, prose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def test_make_cluster_starts_three_brokers_and_ctrl_c_stops_them(checkout: Path)
     log = checkout / "make-cluster.log"
     with open(log, "wb") as sink:
         process = subprocess.Popen(["make", "cluster"], cwd=checkout, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal)
     bootstrap = (checkout / "bootstrap").read_text()
     try:
         wait_until(lambda: "cluster up:" in log.read_text(errors="replace") or process.poll() is not None, 120,
