@@ -51,7 +51,7 @@ async def test_a_resigned_leader_given_its_leadership_back_answers_the_waiting_p
     try:
         result = _appended_as_leader(replicas)
         waiting = asyncio.ensure_future(replicas.wait_for_replication("t", 0, result, 10_000))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)
         assert replicas.resign_leaderships() == [("t", 0)]
         await asyncio.sleep(0.1)
         assert not waiting.done(), "the batches are still this leadership's: no answer yet"
@@ -71,7 +71,7 @@ async def test_a_resigned_leader_that_follows_another_broker_tells_the_producer(
     try:
         result = _appended_as_leader(replicas)
         waiting = asyncio.ensure_future(replicas.wait_for_replication("t", 0, result, 10_000))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # it waits for the followers
         replicas.resign_leaderships()
         _follow_the_other_broker(replicas)
         await asyncio.wait_for(waiting, 5)
@@ -112,15 +112,15 @@ async def test_a_produce_to_a_resigned_leader_waits_for_the_controllers_news(tmp
 
         replicas.resign_leaderships()
         waiting = asyncio.ensure_future(replicas.leadership_confirmed([("t", 0)], 10_000))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0)
         _follow_the_other_broker(replicas)  # another leader: the produce is refused as usual
         await asyncio.wait_for(waiting, 5)
         assert replicas.append("t", 0, make_batch(1), now=3, acks=-1).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
         _lead(replicas, 5)
         replicas.resign_leaderships()
-        started = asyncio.get_running_loop().time()
         await asyncio.wait_for(replicas.leadership_confirmed([("t", 0)], 200), 5)  # no news: bounded
-        assert asyncio.get_running_loop().time() - started >= 0.2
+        partition = replicas.get_partition("t", 0)
+        assert partition is not None and partition.leadership_unconfirmed, "it gave up waiting, news or not"
     finally:
         logs.shutdown()
