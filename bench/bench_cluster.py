@@ -49,9 +49,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -614,15 +615,19 @@ def reassignment(cluster: Cluster, mib: int, repeat: int, profile: Path | None, 
     ]
 
 
+B = TypeVar("B")  # a broker of either kind
+
 # Seven topics of 115 partitions in all: the CreateTopics of issue 37 that outlasted clients' 10 s timeouts.
 CREATE_TOPICS_PARTITIONS = (32, 24, 16, 16, 12, 8, 7)
 
 
-def one_create_topics(cluster: Cluster, run: str) -> tuple[float, float]:
+def one_create_topics(bootstrap: str, brokers: Iterable[B], metadata: Callable[[list[str], B], Any],
+                      run: str) -> tuple[float, float]:
     """Seconds from one CreateTopics request (every topic of CREATE_TOPICS_PARTITIONS, RF 3) to its
-    answer, and to every partition having a leader in every broker's Metadata."""
+    answer, and to every partition having a leader in every broker's Metadata (``metadata``: the
+    answer of one of ``brokers``). Any cluster of three brokers: minikafka's or Kafka's."""
     names = [f"create-{run}-{i}" for i in range(len(CREATE_TOPICS_PARTITIONS))]
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
     admin.list_topics(timeout=10)  # connected, and the controller known, before the clock starts
     started = time.monotonic()
     futures = admin.create_topics([confluent_kafka.admin.NewTopic(name, count, 3) for name, count
@@ -633,8 +638,8 @@ def one_create_topics(cluster: Cluster, run: str) -> tuple[float, float]:
     answered = time.monotonic() - started
 
     def led_everywhere() -> bool:
-        for broker in cluster.brokers.values():
-            found = {t.name: t for t in cluster.metadata(names, via=broker).topics}
+        for broker in brokers:
+            found = {t.name: t for t in metadata(names, broker).topics}
             for name, count in zip(names, CREATE_TOPICS_PARTITIONS, strict=True):
                 topic = found.get(name)
                 if topic is None or len(topic.partitions) != count or any(p.leader_id < 0 for p in topic.partitions):
@@ -647,11 +652,16 @@ def one_create_topics(cluster: Cluster, run: str) -> tuple[float, float]:
     return answered, led
 
 
+def _create_topics_on(cluster: Cluster, run: str) -> tuple[float, float]:
+    return one_create_topics(cluster.bootstrap, list(cluster.brokers.values()),
+                             lambda names, broker: cluster.metadata(names, via=broker), run)
+
+
 def create_topics(cluster: Cluster, repeat: int, figures: Path | None) -> list[str]:
-    one_create_topics(cluster, "warm-up")
+    _create_topics_on(cluster, "warm-up")
     runs = []
     for run in range(repeat):
-        runs.append(one_create_topics(cluster, str(run)))
+        runs.append(_create_topics_on(cluster, str(run)))
         print(f"create topics run {run}: answered in {runs[-1][0]:.2f} s, led everywhere in {runs[-1][1]:.2f} s",
               file=sys.stderr, flush=True)
     answered, led = (statistics.median(r[i] for r in runs) for i in (0, 1))

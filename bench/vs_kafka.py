@@ -77,6 +77,7 @@ from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
+from bench.bench_cluster import one_create_topics  # noqa: E402
 from bench.bench_txn import transactional  # noqa: E402
 from bench.run import MiB, consume, produce  # noqa: E402
 from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, Cluster  # noqa: E402
@@ -812,6 +813,14 @@ def scale_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     return {"create_s": created, "metadata_ms": statistics.median(answers) * 1000, "rss_mib": memory}
 
 
+def create_topics_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """Issue 37's CreateTopics (7 topics, 115 partitions, RF 3) on three brokers: seconds to its
+    answer, and to every partition led in every broker's Metadata."""
+    answered, led = one_create_topics(side.bootstrap, side.brokers,
+                                      lambda names, broker: side.metadata(names, via=broker), run)
+    return {"answer_s": answered, "led_s": led}
+
+
 THROUGHPUT = (Metric("mib_s", "MiB/s", "MiB/s", True),)
 COPY = (*THROUGHPUT, Metric("seconds", "seconds", "s", False))
 FIGURES = {f.name: f for f in (
@@ -831,6 +840,9 @@ FIGURES = {f.name: f for f in (
     Figure("recovery", (Metric("seconds", "restart to serving", "s", False),), recovery_run),
     Figure("tls", (Metric("produce_mib_s", "produce MiB/s", "MiB/s", True),
                    Metric("consume_mib_s", "consume MiB/s", "MiB/s", True)), tls_run),
+    Figure("create-topics", (Metric("answer_s", "answered", "s", False),
+                             Metric("led_s", "led in every broker's Metadata", "s", False)),
+           create_topics_run, brokers=3),
     Figure("scale", (Metric("create_s", "created and led", "s", False),
                      Metric("metadata_ms", "Metadata of them all", "ms", False),
                      Metric("rss_mib", "broker resident memory after", "MiB", False)), scale_run),
@@ -848,6 +860,7 @@ TITLES = {
     "dir-move": "move between log dirs",
     "compaction": "cleaner, dirty log compacted",
     "recovery": "broker restart after kill -9",
+    "create-topics": "CreateTopics of 7 topics, 115 partitions, RF 3",
     "scale": "partitions on one broker",
     "tls": "over TLS, 3 partitions, RF 1, acks=1",
 }
@@ -936,7 +949,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and one counted run: a smoke run, not figures to quote")
     parser.add_argument("--repeat", type=int, help="counted runs per kind (default 3; --quick 1)")
-    parser.add_argument("--brokers", type=int, help="brokers of each kind (default 3 when produce-rf3 runs, else 1)")
+    parser.add_argument("--brokers", type=int, help="brokers of each kind (default 3 when produce-rf3 or create-topics runs, else 1)")
     parser.add_argument("--records", type=int, help="records of a produce, consume or cpu run")
     parser.add_argument("--txn-records", type=int)
     parser.add_argument("--partitions", type=int, help="partitions of the startup topic")
