@@ -53,7 +53,7 @@ from minikafka.server.context import BrokerContext
 from minikafka.server.controller_commands import ControllerCommands
 from minikafka.server.handlers import HANDLERS
 from minikafka.server.handlers.controller_requests import CONTROL_PLANE_APIS
-from minikafka.server.log_dir_reports import LogDirReports
+from minikafka.server.log_dir_reports import LogDirReports, log_dir_states
 from minikafka.server.metrics import export_catch_up
 from minikafka.storage.background_io import BackgroundIo
 from minikafka.storage.cleaner import CleanerConfig, LogCleaner
@@ -240,24 +240,23 @@ class Broker:
             offset_for_leader_epoch_version=config["inter.broker.protocol.version"].offset_for_leader_epoch_version,
             broker_epoch=lambda: self.membership.broker_epoch if self.membership is not None else -1))
         leadership = Leadership(config, self.replica_manager, self.fetchers, self._coordinators)
-        registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None)
+        registration = BrokerRegistration(config.broker_id, advertised, config["broker.rack"] or None,
+                                          log_dirs=log_dir_states(self.log_manager, self.log_manager.directory_ids))
         self.membership = ClusterMembership(
             config, self.zk, self.replica_manager, registration, inter, self.security.client,
             control_plane_security=self.security.control_plane_client,
             controller_endpoint=lambda: endpoint_of(self.metadata.controller_id),
             on_deleted_topics=leadership.delete_replicas_of_deleted_topics,
-            on_user_changed=self.security.user_changed, on_new_session=self.security.new_session)
-        # The log-dir reports and the membership need each other (the registration carries the
-        # dirs' states; the reports go through the membership's controller): the two links
-        # back are set here, before either starts.
+            on_user_changed=self.security.user_changed, on_new_session=self.security.new_session,
+            on_quota_changed=self._quota_changed)
         self.dir_reports = LogDirReports(self.membership, self.log_manager, config["log.dir.failure.timeout.ms"],
                                          self.membership.controller_endpoint, self._shut_down)
-        self.membership.registration = dataclasses.replace(registration, log_dirs=self.dir_reports.log_dir_states())
+        # The replica manager exists before the cluster does (the embedded mode has none): told here
+        # where to report its replicas' dirs, before any replica is made.
         self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
         commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
                                       self.membership.topic_configs, self.membership.forget_topic_configs,
                                       self.membership.catch_up_configs)
-        self.membership.on_quota_changed = self._quota_changed
         if isinstance(self.controller, ZkClusterAdmin):
             self.controller.producer_ids_from_controller = self.membership.allocate_producer_ids
         try:

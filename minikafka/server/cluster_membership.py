@@ -89,7 +89,8 @@ class ClusterMembership:
                  controller_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
                  on_deleted_topics: DeletedTopics | None = None,
                  on_user_changed: Callable[[str], Awaitable[None]] | None = None,
-                 on_new_session: Callable[[], Awaitable[None]] | None = None) -> None:
+                 on_new_session: Callable[[], Awaitable[None]] | None = None,
+                 on_quota_changed: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
@@ -118,7 +119,7 @@ class ClusterMembership:
         self.on_user_changed = on_user_changed
         self.on_new_session = on_new_session
         # Client quotas (minikafka/quota): an entity's znode changed (its entity path, "users/alice").
-        self.on_quota_changed: Callable[[str], Awaitable[None]] | None = None
+        self.on_quota_changed = on_quota_changed
         # Broker keys that give topic configs their defaults: when one changes dynamically, every
         # hosted log that does not override it follows (as the embedded controller does).
         for key in dynamic_topic_defaults():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from prometheus_client import Gauge
@@ -56,6 +56,14 @@ class ControllerWithoutDirAssignments(Exception):
     mode, whose brokers never send it (its controller does not track replicas by dir)."""
 
 
+def log_dir_states(log_manager: LogManager, directory_ids: Mapping[str, uuid.UUID]) -> tuple[LogDirState, ...]:
+    """Each log dir with its directory id (``directory_ids``: as opened at startup) and whether it
+    is online: what the broker's registration carries (KIP-858)."""
+    channel = log_manager.failure_channel
+    return tuple(LogDirState(path, directory_ids.get(path), not channel.is_offline(path))
+                 for path in log_manager.log_dirs)
+
+
 class LogDirReports:
     def __init__(self, membership: ClusterMembership, log_manager: LogManager, failure_timeout_ms: int,
                  controller_address: Callable[[], tuple[str, int] | None], shut_down: Callable[[str], None]) -> None:
@@ -74,9 +82,7 @@ class LogDirReports:
         QUEUED_ASSIGNMENTS.set_function(lambda: len(self.queued))
 
     def log_dir_states(self) -> tuple[LogDirState, ...]:
-        channel = self.log_manager.failure_channel
-        return tuple(LogDirState(path, self.directory_ids.get(path), not channel.is_offline(path))
-                     for path in self.log_manager.log_dirs)
+        return log_dir_states(self.log_manager, self.directory_ids)
 
     def start(self) -> None:
         self._spawn(self._send_assignments)
