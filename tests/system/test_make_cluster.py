@@ -5,6 +5,7 @@ of the checkout whose fixed ports are changed to free ones."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -65,8 +66,9 @@ def test_make_cluster_starts_three_brokers_and_ctrl_c_stops_them(checkout: Path)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
-            pytest.fail("make cluster did not stop within 240 s of Ctrl-C; its log ends:\n"
-                        + log.read_text(errors="replace")[-6000:])
+            left = _kill_left_behind(checkout)
+            pytest.fail(f"make cluster did not stop within 240 s of Ctrl-C (killed what it left: {left}); "
+                        "its log ends:\n" + log.read_text(errors="replace")[-6000:])
     text = log.read_text(errors="replace")
     lines = text.splitlines()
     for broker in (1, 2, 3):
@@ -91,8 +93,18 @@ def test_make_cluster_starts_three_brokers_and_ctrl_c_stops_them(checkout: Path)
     # Each broker but the last handed its leaderships over: none was left without a leader.
     handed = [line for line in lines if "is shutting down: moved" in line]
     assert len(handed) == 3 and all(line.endswith("it still leads 0 partition(s)") for line in handed[:2]), handed
-    leftover = subprocess.run(["pgrep", "-f", str(checkout)], capture_output=True, text=True)
-    assert leftover.stdout == "", f"processes left behind: {leftover.stdout}"
+    left = _kill_left_behind(checkout)
+    assert left == [], f"processes left behind (killed): {left}"
+
+
+def _kill_left_behind(checkout: Path) -> list[str]:
+    """SIGKILL every process whose command line names the checkout: ZooKeeper and the brokers run
+    in sessions of their own, which a kill of make's process group does not reach."""
+    found = subprocess.run(["pgrep", "-a", "-f", str(checkout)], capture_output=True, text=True).stdout.splitlines()
+    for line in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+    return found
 
 
 def _first(lines: list[str], wanted: Callable[[str], bool]) -> int:
