@@ -24,7 +24,9 @@ from .apis import all_apis
 from .errors import ErrorCode
 from .framing import ProtocolError
 from .primitives import (
+    Array,
     DecodeError,
+    Encoded,
     EncodeError,
     FileRegion,
     Int16,
@@ -268,6 +270,24 @@ def decode_body(api_key: int, version: int, request: bool, data: bytes) -> Messa
     if stream.tell() != len(data):
         raise DecodeError(f"{len(data) - stream.tell()} bytes left after the body")
     return body
+
+
+@functools.cache
+def _element_schema(api_key: int, version: int, request: bool, field: str) -> Compiled:
+    struct = message_struct_for(api_key, version, request)
+    wire = next(f.wire for f in struct.fields if f.name == field)
+    if not isinstance(wire, Array) or not isinstance(wire.element, MessageStruct):
+        raise ValueError(f"{struct.struct_name} v{version}: {field} is no array of structs")
+    return wire.element.compile()
+
+
+def encode_element(api_key: int, version: int, request: bool, field: str, value: Mapping[str, Any]) -> Encoded:
+    """``value`` as one element of the message's top-level array of structs ``field``, encoded
+    for ``version``: it may stand for the element in bodies of that version only."""
+    try:
+        return Encoded(_element_schema(api_key, version, request, field).build(value))
+    except _ENCODE_ERRORS as exc:
+        raise _encode_error(api_key, version, request, exc) from exc
 
 
 def encode_body(api_key: int, version: int, request: bool, body: Mapping[str, Any]) -> bytes:

@@ -88,6 +88,17 @@ class MessageView(dict[str, Any]):
     __slots__ = ()
 
 
+class Encoded:
+    """A struct already encoded for the message version at hand, standing for it as an element
+    of an array of structs: what changes rarely and is asked for often (a topic's Metadata
+    answer) is encoded once. Whoever makes one answers for its version matching the message's."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 class RegionWriter(_io.BytesIO):
     """A build stream that lets `records` fields stand for file regions.
 
@@ -544,6 +555,7 @@ def read_struct_presence(io: _io.BytesIO) -> bool:
 
 
 _RUNTIME = (
+    "Encoded",
     "UUID_",
     "Message",
     "ZERO_UUID",
@@ -827,6 +839,11 @@ class Array(WireType):
                 "    items = obj",
                 f"    io.write({count})",
                 "    for obj in items:",
+                *([
+                    "        if obj.__class__ is Encoded:",
+                    "            io.write(obj.data)",
+                    "            continue",
+                ] if isinstance(element, MessageStruct) else []),
                 f"        {element._compilebuild(code)}",
             ])
         )

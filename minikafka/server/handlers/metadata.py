@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
+from typing import cast
 
 from minikafka.controller.topics import topic_name_error
 from minikafka.metadata.cache import NO_LEADER, PartitionMetadata, TopicMetadata
@@ -15,7 +16,7 @@ from minikafka.metadata.topics import INTERNAL_TOPICS
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
-from protocol import Request
+from protocol import ApiKey, Encoded, Request, encode_element
 from protocol.errors import ErrorCode
 from protocol.typed.metadata import (
     MetadataRequestView,
@@ -27,26 +28,50 @@ from protocol.typed.metadata import (
 ZERO_UUID = uuid.UUID(int=0)
 
 
-# Each topic's answer, built once per version of its metadata: a TopicMetadata is immutable and
-# replaced on every change, so the answer is kept as long as the object lives (by its id, which
-# is dropped with it). Building a few thousand partitions' answers took more time than encoding them.
-_DESCRIBED: dict[int, MetadataResponseTopic] = {}
+class _TopicAnswer:
+    """A topic's answer: built once per version of its metadata, and encoded once per API
+    version asked for (a Metadata of thousands of partitions spent most of its time encoding)."""
+
+    __slots__ = ("described", "encoded")
+
+    def __init__(self, described: MetadataResponseTopic) -> None:
+        self.described = described
+        self.encoded: dict[int, Encoded] = {}
 
 
-def describe_topic(topic: TopicMetadata) -> MetadataResponseTopic:
-    """The topic's answer; shared by every response while the topic's metadata is unchanged,
-    so never modified after it is built."""
-    described = _DESCRIBED.get(id(topic))
-    if described is None:
-        described = _DESCRIBED[id(topic)] = {
+# A TopicMetadata is immutable and replaced on every change, so its answer is kept as long as the
+# object lives (by its id, which is dropped with it).
+_ANSWERS: dict[int, _TopicAnswer] = {}
+
+
+def _answer(topic: TopicMetadata) -> _TopicAnswer:
+    answer = _ANSWERS.get(id(topic))
+    if answer is None:
+        answer = _ANSWERS[id(topic)] = _TopicAnswer({
             "error_code": ErrorCode.NONE,
             "name": topic.name,
             "topic_id": topic.topic_id,
             "is_internal": topic.name in INTERNAL_TOPICS,
             "partitions": [_describe_partition(index, state) for index, state in sorted(topic.partitions.items())],
-        }
-        weakref.finalize(topic, _DESCRIBED.pop, id(topic), None)
-    return described
+        })
+        weakref.finalize(topic, _ANSWERS.pop, id(topic), None)
+    return answer
+
+
+def describe_topic(topic: TopicMetadata) -> MetadataResponseTopic:
+    """The topic's answer; shared while the topic's metadata is unchanged, so never modified."""
+    return _answer(topic).described
+
+
+def encoded_topic(topic: TopicMetadata, api_version: int) -> MetadataResponseTopic:
+    """The topic's answer encoded for Metadata ``api_version``, standing for it in a response of
+    that version only (typed as the answer it encodes)."""
+    answer = _answer(topic)
+    encoded = answer.encoded.get(api_version)
+    if encoded is None:
+        encoded = answer.encoded[api_version] = encode_element(ApiKey.METADATA, api_version, False, "topics",
+                                                              answer.described)
+    return cast(MetadataResponseTopic, encoded)
 
 
 def _describe_partition(index: int, state: PartitionMetadata) -> MetadataResponsePartition:
@@ -81,7 +106,7 @@ async def handle(request: Request[MetadataRequestView], ctx: BrokerContext) -> M
         return may_on_topic(ctx, AclOperation.DESCRIBE, name)
 
     if every_topic:
-        topics = [describe_topic(t) for t in metadata.topics().values() if may_describe(t.name)]
+        topics = [encoded_topic(t, request.api_version) for t in metadata.topics().values() if may_describe(t.name)]
     else:
         for requested in body.topics or ():
             name = requested.name
@@ -91,7 +116,7 @@ async def handle(request: Request[MetadataRequestView], ctx: BrokerContext) -> M
                 if by_id is not None and not may_describe(by_id.name):
                     topics.append(_missing_topic(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                     continue
-                topics.append(describe_topic(by_id) if by_id is not None
+                topics.append(encoded_topic(by_id, request.api_version) if by_id is not None
                               else _missing_topic(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             if not may_describe(name):
@@ -119,7 +144,7 @@ async def handle(request: Request[MetadataRequestView], ctx: BrokerContext) -> M
                              if created.error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) else created.error)
                     topics.append(_missing_topic(name, ZERO_UUID, error))
                     continue
-            topics.append(describe_topic(topic))
+            topics.append(encoded_topic(topic, request.api_version))
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
