@@ -18,8 +18,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
+from protocol import ApiKey
+from protocol.errors import ErrorCode
 from tests.integration.broker_process import wait_until
-from tests.system.cluster import Cluster
+from tests.system.cluster import Cluster, inter_broker_request
 
 # The follower paused is running again at the end (or the next test's restore resumes it), and
 # each test has its topic and reads only what the brokers wrote during it.
@@ -116,3 +118,32 @@ def test_isr_shrinks_when_a_follower_pauses_and_grows_back(cluster: Cluster) -> 
     producer.produce(topic, b"v")
     assert producer.flush(30) == 0
     assert any("the controller gave this broker producer ids" in said(b) for b in cluster.brokers)
+
+
+def test_a_broker_that_does_not_host_a_partition_names_its_leader_to_producers_and_consumers(
+        cluster: Cluster) -> None:
+    """KIP-951: Produce v10+ and Fetch v16+ refused NOT_LEADER_OR_FOLLOWER carry the leader and
+    its address, so the client need not ask Metadata first."""
+    cluster.create_topic("hinted", 1, 1)
+    leader = cluster.leader("hinted", 0)
+    other = next(b for b in cluster.brokers.values() if b.broker_id != leader)
+    described = inter_broker_request(other.port, ApiKey.METADATA, 12, {
+        "topics": [{"name": "hinted"}], "allow_auto_topic_creation": False})
+    (topic_id,) = [t.topic_id for t in described.topics]
+    produced = inter_broker_request(other.port, ApiKey.PRODUCE, 10, {
+        "acks": 1, "timeout_ms": 5000, "transactional_id": None, "topic_data": [
+            {"name": "hinted", "partition_data": [{"index": 0, "records": None}]}]})
+    (answer,) = produced.responses[0].partition_responses
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (leader, 0)
+    assert [(e.node_id, e.port) for e in produced.node_endpoints] == [(leader, cluster.brokers[leader].port)]
+    fetched = inter_broker_request(other.port, ApiKey.FETCH, 16, {
+        "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "topics": [{"topic_id": topic_id, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    (partition,) = fetched.responses[0].partitions
+    assert partition.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (leader, 0)
+    assert [(e.node_id, e.port) for e in fetched.node_endpoints] == [(leader, cluster.brokers[leader].port)]

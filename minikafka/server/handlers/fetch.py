@@ -13,6 +13,7 @@ from minikafka.replica.replica_selector import ClientMetadata
 from minikafka.security.acl import AclOperation
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import from_a_broker, may_on_topic
+from minikafka.server.handlers.leader_hints import current_leader, node_endpoints
 from minikafka.server.metrics import BYTES_OUT
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -25,6 +26,8 @@ from protocol.typed.fetch import (
 )
 
 READ_COMMITTED = 1
+# KIP-951: the refusals whose answer names the partition's leader (Kafka's two).
+_HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> FetchResponse:
@@ -66,6 +69,7 @@ async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> Fetc
         BYTES_OUT.inc(size)
         throttle_ms = ctx.quotas.fetched(ctx.session.principal.name, request, size)
     responses: list[FetchableTopicResponse] = []
+    leaders: set[int] = set()
     for topic, name, slots in layout:
         partitions: list[PartitionData] = []
         for index, slot in slots:
@@ -86,5 +90,10 @@ async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> Fetc
                 "preferred_read_replica": result.preferred_read_replica,
                 "records": result.records if result.records is not None else b"",
             })
+            if result.error in _HINTED and name is not None \
+                    and (current := current_leader(ctx, name, index)) is not None:
+                partitions[-1]["current_leader"] = {"leader_id": current[0], "leader_epoch": current[1]}
+                leaders.add(current[0])
         responses.append({"topic": name or "", "topic_id": topic.topic_id, "partitions": partitions})
-    return {"throttle_time_ms": throttle_ms, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": throttle_ms, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses,
+            "node_endpoints": node_endpoints(ctx, leaders)}

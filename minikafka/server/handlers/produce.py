@@ -15,6 +15,7 @@ from minikafka.security.acl import AclOperation, ResourceType
 from minikafka.security.session import Session
 from minikafka.server.context import BrokerContext
 from minikafka.server.handlers.authorization import may_create_topic, may_on_topic
+from minikafka.server.handlers.leader_hints import current_leader, node_endpoints
 from minikafka.server.repeated_log import RepeatedLog
 from protocol import Request
 from protocol.errors import ErrorCode
@@ -145,31 +146,15 @@ async def handle(request: Request[ProduceRequestView], ctx: BrokerContext) -> Pr
                                   for index, why in result.record_errors],
             }
             # KIP-951: tell the client where the partition went, so it need not ask Metadata first.
-            current = _current_leader(ctx, name, index) if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER \
-                and name is not None else None
+            current = current_leader(ctx, name, index) \
+                if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None else None
             if current is not None:
                 answer["current_leader"] = {"leader_id": current[0], "leader_epoch": current[1]}
                 leaders.add(current[0])
             answers.append(answer)
         responses.append({"name": topic_data.name, "topic_id": topic_data.topic_id,
                           "partition_responses": answers})
-    endpoints = [ctx.metadata.broker(b, ctx.listener_name) for b in sorted(leaders)]
-    return {"responses": responses, "throttle_time_ms": throttle_ms, "node_endpoints": [
-        {"node_id": e.broker_id, "host": e.host, "port": e.port, "rack": e.rack} for e in endpoints if e is not None]}
-
-
-def _current_leader(ctx: BrokerContext, topic: str, index: int) -> tuple[int, int] | None:
-    """The partition's leader and leader epoch as this broker knows them best: the controller's
-    LeaderAndIsr that made this replica a follower arrives before its UpdateMetadata, and in a
-    controlled shutdown the broker may close before the latter; a hint naming this broker again
-    would send the producer back here until it learned otherwise from Metadata."""
-    known = ctx.metadata.partition(topic, index)
-    best = (known.leader, known.leader_epoch) if known is not None and known.available else None
-    replica = ctx.replica_manager.get_partition(topic, index)
-    if replica is not None and not replica.is_leader and replica.leader_id >= 0 \
-            and (best is None or replica.leader_epoch > best[1]):
-        best = (replica.leader_id, replica.leader_epoch)
-    return best
+    return {"responses": responses, "throttle_time_ms": throttle_ms, "node_endpoints": node_endpoints(ctx, leaders)}
 
 
 async def _topic_name(topic_data: TopicProduceDataView, by_id: bool, ctx: BrokerContext) -> str | None:

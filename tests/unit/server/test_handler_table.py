@@ -9,7 +9,7 @@ from minikafka.server.handlers import HANDLERS
 from protocol import SUPPORTED_APIS
 
 # Modules of the handlers package that hold shared rules, not an API's handler.
-HELPERS = {"authorization", "controller_requests"}
+HELPERS = {"authorization", "controller_requests", "leader_hints"}
 
 
 def test_every_declared_api_has_a_handler() -> None:
