@@ -26,6 +26,21 @@ class PartitionRecord:
 
     state: LeaderIsr
     zk_version: int
+    # The version of the last write that changed more than the replicas' log dirs (-1: zk_version).
+    # No broker is told of a dir assignment (KIP-858; a ZooKeeper-mode Kafka broker knows nothing
+    # of them), so its leader goes on proposing ISR changes at the version before it.
+    decided_version: int = -1
+
+    @property
+    def proposal_version(self) -> int:
+        """The oldest partition epoch a leader's ISR proposal may be made at: a proposal at an
+        older one was decided on a state that has changed since."""
+        return self.zk_version if self.decided_version < 0 else self.decided_version
+
+    def with_dirs(self, state: LeaderIsr, version: int) -> PartitionRecord:
+        """The record once ``state``, which changes only the replicas' log dirs, is written at
+        ``version``."""
+        return PartitionRecord(state, version, self.proposal_version)
 
 
 @dataclass

@@ -721,7 +721,7 @@ class ZkController:
                     if record.state.leader == broker:
                         new_state = replace(new_state, leader=elections.NO_LEADER,
                                             leader_epoch=record.state.leader_epoch + 1)
-                updated = await self._write(tp, new_state)
+                updated = await self._write(tp, new_state, dirs_only=not lost)
                 if updated is None:  # the partition changed meanwhile: the broker sends it again
                     results[(topic_id, index)] = ErrorCode.NOT_CONTROLLER
                     continue
@@ -763,10 +763,12 @@ class ZkController:
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 results[(topic, index)] = (missing, None)
                 continue
-            verdict = judge(broker, proposal, record.state, record.zk_version, state.replicas(tp), live_epochs)
+            verdict = judge(broker, proposal, record.state, record.proposal_version, state.replicas(tp), live_epochs)
             if isinstance(verdict, ErrorCode):
-                log.info("refused %s's ISR change of %s-%d to %s: %s", f"broker {broker}", tp[0], tp[1],
-                         list(proposal.isr), verdict.name)
+                log.info("refused %s's ISR change of %s-%d to %s: %s (it proposed in leader epoch %d, partition "
+                         "epoch %d; the controller has leader epoch %d, partition epoch %d)", f"broker {broker}",
+                         tp[0], tp[1], list(proposal.isr), verdict.name, proposal.leader_epoch,
+                         proposal.partition_epoch, record.state.leader_epoch, record.proposal_version)
                 results[(topic, index)] = (verdict, None)
                 continue
             if isinstance(verdict, Unchanged):
@@ -1222,11 +1224,12 @@ class ZkController:
                      "again")
 
     # ---- writing decisions and telling brokers ------------------------------------------
-    async def _write(self, tp: TopicPartition, new_state: LeaderIsr, assignment: ReplicaAssignment | None = None
-                     ) -> PartitionRecord | None:
+    async def _write(self, tp: TopicPartition, new_state: LeaderIsr, assignment: ReplicaAssignment | None = None,
+                     dirs_only: bool = False) -> PartitionRecord | None:
         """Record a partition's new state (and ``assignment`` as its replicas, in the same
         transaction), conditional on the version read; after a lost race (its leader changed the
-        ISR meanwhile) neither is written, the fresh state is kept and None answered."""
+        ISR meanwhile) neither is written, the fresh state is kept and None answered.
+        ``dirs_only``: the state changes only the replicas' log dirs (PartitionRecord.with_dirs)."""
         state = self.state
         record = state.partitions[tp]
         new_state = replace(new_state, controller_epoch=state.epoch)
@@ -1243,8 +1246,8 @@ class ZkController:
             return None
         if topic is not None:
             state.topics[tp[0]] = topic
-        updated = state.record(tp, PartitionRecord(new_state, version))
-        return updated
+        return state.record(tp, record.with_dirs(new_state, version) if dirs_only
+                            else PartitionRecord(new_state, version))
 
     async def _decide_and_write(self, partitions: Iterable[TopicPartition],
                                 decide: Callable[[TopicPartition], LeaderIsr | None]

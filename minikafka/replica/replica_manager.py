@@ -95,6 +95,9 @@ class FetchRequestPartition:
     # to the last stable offset (no transaction still open or undecided there).
     replica_id: int = -1
     read_committed: bool = False
+    # Fetch v12+ (KIP-595's truncation on fetch): the epoch of the last batch the follower holds,
+    # -1 when it sends none.
+    last_fetched_epoch: int = -1
 
 
 @dataclass
@@ -111,6 +114,9 @@ class FetchResultPartition:
     aborted_transactions: list[AbortedTxn] | None = None
     # KIP-392: the replica the consumer is to read from instead of this leader (no records then).
     preferred_read_replica: int = -1
+    # A follower whose log diverged from this leader's: the (epoch, end offset) to truncate to,
+    # from the leader's epochs (no records then).
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -587,6 +593,21 @@ class ReplicaManager:
             log_ = partition.log
             # Only an assigned replica reads past the high watermark.
             follower = request.replica_id >= 0 and request.replica_id in partition.followers
+            if request.last_fetched_epoch >= 0:
+                # A Kafka follower at inter.broker.protocol.version 2.7 or later asks no
+                # OffsetsForLeaderEpoch: it names the epoch of its last batch, and truncates only
+                # when the leader says where its log diverged, as Kafka's leader does here. Its
+                # fetch offset then tells nothing of what it holds.
+                try:
+                    result.diverging_epoch = self._divergence(log_, request)
+                except KafkaStorageError:
+                    result.error = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+                if result.diverging_epoch is not None:
+                    result.high_watermark = log_.high_watermark
+                    result.log_start_offset = log_.log_start_offset
+                    result.last_stable_offset = log_.last_stable_offset
+                    continue
             # Only a fetch offset within the log tells what a follower holds (Kafka updates a
             # follower's state after a read that succeeded): one past the end comes from a log
             # that diverged and has not truncated yet, and must not count as caught up.
@@ -627,6 +648,16 @@ class ReplicaManager:
             result.records = read.records
             budget -= result.size
         return results
+
+    @staticmethod
+    def _divergence(log_: Log, request: FetchRequestPartition) -> tuple[int, int] | None:
+        """Where a follower's log diverged from this one's, as (epoch, end offset): its last
+        epoch is unknown here (the largest epoch below it is named), or ends before its fetch
+        offset; None when its log is a prefix of this one's."""
+        epoch, end_offset = log_.end_offset_for_epoch(request.last_fetched_epoch)
+        if epoch < request.last_fetched_epoch or end_offset < request.fetch_offset:
+            return epoch, end_offset
+        return None
 
     async def _wait_for_data(self, tps: Iterable[TopicPartition], timeout: float) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -263,6 +263,7 @@ class Cluster:
     brokers: dict[int, tuple[str, int]]
     partitions: dict[tuple[str, int], list[int]]  # -> replica broker ids
     leaders: dict[tuple[str, int], int] = field(default_factory=dict)  # -> leader id (-1: none)
+    controller: int = -1  # Metadata's controller id (-1: none known)
     client_id: str = "minikafka-tools"
     connections: dict[int, Connection] = field(default_factory=dict)
     security: ClientSecurity = field(default_factory=ClientSecurity)
@@ -302,6 +303,7 @@ class Cluster:
         healthy = [t for t in metadata.topics if t.error_code == 0]
         self.partitions = {(t.name, p.partition_index): list(p.replica_nodes) for t in healthy for p in t.partitions}
         self.leaders = {(t.name, p.partition_index): p.leader_id for t in healthy for p in t.partitions}
+        self.controller = metadata.controller_id
 
     def refresh(self) -> None:
         """Read Metadata again (leaders and replicas change while partitions move)."""
@@ -341,6 +343,30 @@ class Cluster:
                 if dropped is not None:
                     dropped.close()
         raise _failure("no broker answered", errors)
+
+    def ask_controller(self, api_key: int, body: dict[str, Any]) -> Any:
+        """The controller's response, for the requests Kafka serves there alone in ZooKeeper mode
+        (CreateTopics, CreatePartitions, DeleteTopics, Alter- and ListPartitionReassignments): a
+        Kafka broker that is not the controller answers them NOT_CONTROLLER, where a minikafka
+        broker forwards them, so in a cluster of both kinds they go where Kafka's AdminClient
+        sends them. Metadata is read again when the controller known cannot be reached (it stopped,
+        or moved); with none known, any broker is asked."""
+        try:
+            return self._ask_known_controller(api_key, body)
+        except RequestFailed:
+            self.refresh()
+            return self._ask_known_controller(api_key, body)
+
+    def _ask_known_controller(self, api_key: int, body: dict[str, Any]) -> Any:
+        if self.controller not in self.brokers:
+            return self.ask_any(api_key, body)
+        try:
+            return self.connection(self.controller).request(api_key, body)[1]
+        except RequestFailed:
+            dropped = self.connections.pop(self.controller, None)
+            if dropped is not None:
+                dropped.close()
+            raise
 
     def close(self) -> None:
         for connection in self.connections.values():

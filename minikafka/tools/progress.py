@@ -272,7 +272,7 @@ def replica_sizes(broker: int, results: list[Any]) -> dict[tuple[int, str, int],
 
 def reassignments_of(cluster: Cluster) -> dict[TopicPartition, Ongoing]:
     """ListPartitionReassignments: every reassignment under way."""
-    response = cluster.ask_any(LIST_PARTITION_REASSIGNMENTS, {"topics": None})
+    response = cluster.ask_controller(LIST_PARTITION_REASSIGNMENTS, {"topics": None})
     if response.error_code:
         raise ToolError(f"ListPartitionReassignments failed: {ErrorCode(response.error_code).name}"
                         + (f" ({response.error_message})" if response.error_message else ""))

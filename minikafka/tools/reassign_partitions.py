@@ -286,7 +286,7 @@ def reassign(cluster: Cluster, targets: list[tuple[str, int, list[int] | None]],
         topics.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas})
     body = {"timeout_ms": 60000, "allow_replication_factor_change": True,
             "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
-    response = cluster.ask_any(ALTER_PARTITION_REASSIGNMENTS, body)
+    response = cluster.ask_controller(ALTER_PARTITION_REASSIGNMENTS, body)
     if response.error_code:
         return [f"AlterPartitionReassignments failed: {ErrorCode(response.error_code).name}"
                 + (f" ({response.error_message})" if response.error_message else "")]

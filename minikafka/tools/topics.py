@@ -146,7 +146,7 @@ def _create(cluster: Cluster, args: argparse.Namespace, configs: dict[str, str],
             if args.replication_factor < 1:
                 raise ToolError(f"--replication-factor: must be at least 1, not {args.replication_factor}")
             topic["replication_factor"] = args.replication_factor
-    response = cluster.ask_any(CREATE_TOPICS, {"topics": [topic], "timeout_ms": TIMEOUT_MS, "validate_only": False})
+    response = cluster.ask_controller(CREATE_TOPICS, {"topics": [topic], "timeout_ms": TIMEOUT_MS, "validate_only": False})
     (result,) = response.topics
     if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
         return 0
@@ -248,7 +248,7 @@ def _alter(cluster: Cluster, args: argparse.Namespace, configs: dict[str, str], 
         body = {"topics": [{"name": name, "count": args.partitions, "assignments": None} for name in sorted(topics)],
                 "timeout_ms": TIMEOUT_MS, "validate_only": False}
         failed = []
-        for result in cluster.ask_any(CREATE_PARTITIONS, body).results:
+        for result in cluster.ask_controller(CREATE_PARTITIONS, body).results:
             if result.error_code:
                 failed.append(refusal(f"topic {result.name} keeps its partitions", result.error_code,
                                       result.error_message))
@@ -266,7 +266,7 @@ def _delete(cluster: Cluster, args: argparse.Namespace, out: TextIO) -> int:
     body = {"topics": [{"name": name, "topic_id": None} for name in topics], "topic_names": topics,
             "timeout_ms": TIMEOUT_MS}
     failed = []
-    for result in cluster.ask_any(DELETE_TOPICS, body).responses:
+    for result in cluster.ask_controller(DELETE_TOPICS, body).responses:
         if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
             continue
         if result.error_code:

@@ -20,20 +20,33 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
-import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.integration.broker_process import HOST, BrokerProcess, KafkaWire, free_port, wait_until
+from tests.integration.clients import confluent_produce
 from tests.interop.kafka import JavaProcess, cache_root, kafka
+from tests.interop.tools import KafkaTools, reassignment_json
 from tests.system.cluster import inter_broker_request
+from tests.system.load import (
+    GroupMember,
+    ProducerRun,
+    TransformLoop,
+    assert_delivered_to_group,
+    assert_exactly_once,
+    assert_transformed_once,
+    read_all,
+    wait_acked,
+)
 from tests.system.zookeeper import ZooKeeperProcess
 
 INIT_PRODUCER_ID = 22
@@ -269,6 +282,14 @@ def _assert_producer_id_from_a_block_of(zk: KazooClient, port: int, broker_id: i
     assert int(block["block_start"]) <= answer.producer_id <= int(block["block_end"]), (answer, block)
 
 
+def _minikafka_tool(bootstrap: str, tool: str, *args: str) -> str:
+    """Runs a minikafka tool to its end (exit 0); its output."""
+    done = subprocess.run([sys.executable, "-m", "minikafka", tool, "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"minikafka {tool} {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
 def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_minikafka_controller(
         tmp_path: Path, zookeeper: ZkRoot, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
     # Kafka 3.9 brokers (inter.broker.protocol.version 3.9) send AlterPartition and
@@ -310,6 +331,25 @@ def test_kafka_brokers_change_isrs_get_producer_ids_and_delete_topics_under_a_mi
         # A producer id asked of the Kafka leader itself comes from a block that the minikafka
         # controller allocated to it (AllocateProducerIds).
         _assert_producer_id_from_a_block_of(zk, leader.port, 2)
+
+        # minikafka's tools, given a Kafka broker that is not the controller, send what Kafka serves
+        # at the controller alone (NOT_CONTROLLER elsewhere) to the controller, as Kafka's tools do.
+        assert _minikafka_tool(leader.bootstrap, "reassign-partitions", "--list") == \
+            "No partition reassignments found.\n"
+        _minikafka_tool(leader.bootstrap, "topics", "--create", "--topic", "by-tool", "--partitions", "2",
+                        "--replication-factor", "2")
+        wait_until(lambda: zk.exists("/brokers/topics/by-tool/partitions/1/state") and
+                   len(_state(zk, "by-tool", 1)["isr"]) == 2, 30, interval=0.2, what="the topic the tool created")
+
+        # A Kafka leader's replica moved to the minikafka controller's broker: the Kafka leader
+        # proposes the new replica into the ISR (AlterPartition) on the state the reassignment wrote.
+        plan = tmp_path / "plan.json"
+        plan.write_text(reassignment_json([("by-tool", 0, [1, 3], ["any", "any"])]))
+        before = _state(zk, "by-tool", 0)
+        _minikafka_tool(leader.bootstrap, "reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
+        wait_until(lambda: json.loads(zk.get("/brokers/topics/by-tool")[0])["partitions"]["0"] == [1, 3], 60,
+                   interval=0.2, what=f"by-tool-0 moved to [1, 3] (state before {before}, now "
+                                      f"{_state(zk, 'by-tool', 0)}):\n{controller.stderr_text()[-3000:]}")
 
         # A topic deleted while a Kafka broker holding a replica is down stays pending: a
         # ZooKeeper-mode Kafka broker deletes no log unless told to, so the minikafka controller
@@ -463,121 +503,260 @@ class MinikafkaOnKafkaProperties(BrokerProcess):
                 "--override", "metrics.port=-1"]
 
 
-def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "roll-check", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    found: list[bytes] = []
-    try:
-        def caught_up() -> bool:
-            for message in consumer.consume(500, timeout=0.5):
-                if message.error() is None:
-                    found.append(message.value())
-            return len(found) >= expected
-        wait_until(caught_up, 120, interval=0.0, what=f"{expected} records read back")
-        found.extend(m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None)
-    finally:
-        consumer.close()
+# Every ISR is full again within this of a step's SIGTERM (the stop, the other kind's start, and
+# its replicas caught up under load), and a reassignment is done within it.
+ISR_BOUND_S = 90.0
+ROLL_SETTINGS = {
+    "min.insync.replicas": "2",
+    # The group's offsets and the transactions' state survive a broker's stop, as in production.
+    "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2", "transaction.state.log.num.partitions": "3",
+    # Leadership goes back to the preferred replicas when kafka-leader-election says so alone.
+    "auto.leader.rebalance.enable": "false",
+}
+
+
+def _controller(zk: KazooClient) -> int:
+    return int(json.loads(zk.get("/controller")[0])["brokerid"])
+
+
+def _assignment(zk: KazooClient) -> dict[tuple[str, int], list[int]]:
+    found: dict[tuple[str, int], list[int]] = {}
+    for topic in zk.get_children("/brokers/topics"):
+        for partition, replicas in json.loads(zk.get(f"/brokers/topics/{topic}")[0])["partitions"].items():
+            found[(topic, int(partition))] = replicas
     return found
 
 
-def _isr_everywhere(via: KafkaZkBroker, topic: str, broker_id: int) -> bool:
-    with KafkaWire((HOST, via.port), timeout=5.0) as wire:
-        found = wire.metadata([topic], version=8)
-    partitions = [p for t in found.topics if t.name == topic for p in t.partitions]
-    return bool(partitions) and all(broker_id in p.isr_nodes for p in partitions)
+def _not_full(zk: KazooClient) -> list[str]:
+    """Every partition whose ISR (in ZooKeeper, as the controller and leaders wrote it) is not all
+    of its replicas, or that has no leader."""
+    wrong = []
+    for (topic, partition), replicas in _assignment(zk).items():
+        if not zk.exists(f"/brokers/topics/{topic}/partitions/{partition}/state"):
+            wrong.append(f"{topic}-{partition}: no state yet")
+            continue
+        state = _state(zk, topic, partition)
+        if state["leader"] == -1 or sorted(state["isr"]) != sorted(replicas):
+            wrong.append(f"{topic}-{partition}: replicas {replicas}, leader {state['leader']}, isr {state['isr']}")
+    return wrong
 
 
-class Load:
-    """A producer thread writing numbered records (acks=all, idempotent) until stopped; what
-    was acknowledged, and the errors of what was not."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self.acknowledged: list[bytes] = []
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="load", daemon=True)
-
-    def __enter__(self) -> Load:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(180)
-
-    def _run(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                             "linger.ms": 5, "message.timeout.ms": 120_000})
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is None:
-                self.acknowledged.append(msg.value())
-            else:
-                self.failed.append(str(err))
-        sent = 0
-        while not self._stop.is_set():
-            producer.produce(self.topic, str(sent).encode(), on_delivery=delivered)
-            sent += 1
-            producer.poll(0.01)
-        producer.flush(150)
+def _not_preferred(zk: KazooClient) -> list[str]:
+    return [f"{t}-{p}: leader {_state(zk, t, p)['leader']}, replicas {r}" for (t, p), r in _assignment(zk).items()
+            if _state(zk, t, p)["leader"] != r[0]]
 
 
-def _isr_nowhere(via: KafkaZkBroker, topic: str, broker_id: int) -> bool:
-    with KafkaWire((HOST, via.port), timeout=5.0) as wire:
-        found = wire.metadata([topic], version=8)
-    partitions = [p for t in found.topics if t.name == topic for p in t.partitions]
-    return bool(partitions) and all(broker_id not in p.isr_nodes for p in partitions)
+def _replica_dir(broker: KafkaZkBroker, name: str) -> list[Path]:
+    return [d / name for d in broker.log_dirs if (d / name).is_dir()]
 
 
-def _leads_one(via: KafkaZkBroker, topic: str, broker_id: int) -> bool:
-    with KafkaWire((HOST, via.port), timeout=5.0) as wire:
-        found = wire.metadata([topic], version=8)
-    return any(p.leader_id == broker_id for t in found.topics if t.name == topic for p in t.partitions)
+@dataclasses.dataclass
+class Roll:
+    """Three brokers, each a Kafka broker or minikafka on its properties; the steps from one kind
+    to the other, timed; and the cross-kind operations on topic MOVED."""
+
+    MOVED: ClassVar[str] = "moved"
+    zk: KazooClient
+    tools: KafkaTools
+    work: Path
+    closing: list[KafkaZkBroker | BrokerProcess]
+    kafkas: dict[int, KafkaZkBroker]
+    running: dict[int, KafkaZkBroker | MinikafkaOnKafkaProperties]
+    moved_records: list[tuple[bytes, bytes]]
+    runs: list[ProducerRun]
+    steps: list[str] = dataclasses.field(default_factory=list)
+    slowest_ack_s: float = 0.0
+    plans: int = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(k.bootstrap for k in self.kafkas.values())
+
+    def kind(self, broker_id: int) -> str:
+        return "Kafka" if isinstance(self.running[broker_id], KafkaZkBroker) else "minikafka"
+
+    def step(self, broker_id: int) -> None:
+        """SIGTERM the broker, start the other kind in its place, wait for every ISR to be full
+        again, then give the partitions back to their preferred leaders (kafka-leader-election)."""
+        before, started = self.kind(broker_id), time.monotonic()
+        current = self.running[broker_id]
+        if isinstance(current, KafkaZkBroker):
+            current.stop()
+            replacement: KafkaZkBroker | MinikafkaOnKafkaProperties = MinikafkaOnKafkaProperties(current)
+        else:
+            assert current.stop(60) == 0, f"minikafka broker {broker_id} did not stop cleanly"
+            replacement = self.kafkas[broker_id]
+        stopped = time.monotonic() - started
+        self.closing.append(replacement.launch())
+        if isinstance(replacement, KafkaZkBroker):
+            replacement.wait_serving()
+        else:
+            replacement.wait_ready(replacement.ready_timeout)
+        self.running[broker_id] = replacement
+        serving = time.monotonic() - started
+        wait_until(lambda: not _not_full(self.zk), max(1.0, ISR_BOUND_S - serving), interval=0.2,
+                   what=f"every ISR full within {ISR_BOUND_S:.0f}s of broker {broker_id}'s SIGTERM "
+                        f"({before} to {self.kind(broker_id)}): {_not_full(self.zk)}")
+        full = time.monotonic() - started
+        # The broker came back leading nothing: the election has partitions to move.
+        assert _not_preferred(self.zk), "every partition led by its preferred replica before the election"
+        out = self.tools.admin("kafka-leader-election", "--election-type", "preferred", "--all-topic-partitions",
+                               line="3.9")
+        assert "Successfully completed leader election (PREFERRED)" in out, out
+        wait_until(lambda: not _not_preferred(self.zk), 30, interval=0.2,
+                   what=f"every partition led by its preferred replica: {_not_preferred(self.zk)}")
+        slowest = max(run.take_slowest_ack() for run in self.runs)
+        self.slowest_ack_s = max(self.slowest_ack_s, slowest)
+        self.steps.append(f"broker {broker_id} {before} -> {self.kind(broker_id)} (controller now "
+                          f"{self.kind(_controller(self.zk))} broker {_controller(self.zk)}): stopped in "
+                          f"{stopped:.1f}s, serving at {serving:.1f}s, every ISR full at {full:.1f}s, "
+                          f"preferred leaders at {time.monotonic() - started:.1f}s; slowest acknowledgement "
+                          f"{slowest:.2f}s")
+        print(self.steps[-1])
+
+    def reassign(self, tool: str, replicas: list[int], log_dirs: list[str] | None = None) -> None:
+        """Moves MOVED-0 to ``replicas`` (and ``log_dirs``) with kafka-reassign-partitions or
+        minikafka reassign-partitions, and checks where its replicas are and what it holds."""
+        started = time.monotonic()
+        self.plans += 1
+        plan = self.work / f"plan-{self.plans}.json"
+        plan.write_text(reassignment_json([(self.MOVED, 0, replicas, log_dirs or ["any"] * len(replicas))]))
+        if tool == "kafka-reassign-partitions":
+            self.tools.admin(tool, "--execute", "--reassignment-json-file", str(plan), line="3.9")
+
+            def verified() -> bool:
+                out = self.tools.admin(tool, "--verify", "--reassignment-json-file", str(plan), line="3.9")
+                return f"Reassignment of partition {self.MOVED}-0 is completed" in out and (
+                    log_dirs is None or "still in progress" not in out)
+        else:
+            _minikafka_tool(self.bootstrap, "reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
+            command = [sys.executable, "-m", "minikafka", "reassign-partitions", "--bootstrap-server", self.bootstrap,
+                       "--reassignment-json-file", str(plan), "--verify"]
+
+            def verified() -> bool:  # exit 3: still in progress
+                return subprocess.run(command, capture_output=True, timeout=60).returncode == 0
+        wait_until(verified, ISR_BOUND_S, interval=0.5, what=f"{tool} done: {replicas} {log_dirs or ''}")
+        assert _assignment(self.zk)[(self.MOVED, 0)] == replicas
+        wait_until(lambda: not _not_full(self.zk), 30, interval=0.2, what=f"a full ISR: {_not_full(self.zk)}")
+
+        def placed() -> bool:
+            for broker_id, broker in self.kafkas.items():
+                found = _replica_dir(broker, f"{self.MOVED}-0")
+                if broker_id not in replicas:
+                    if found:
+                        return False
+                elif len(found) != 1 or any(p.name.endswith("-future") for d in broker.log_dirs for p in d.iterdir()):
+                    return False
+                elif log_dirs and log_dirs[replicas.index(broker_id)] != "any" and \
+                        found[0].parent != Path(log_dirs[replicas.index(broker_id)]):
+                    return False
+            return True
+        wait_until(placed, 30, interval=0.2, what=f"the replicas of {self.MOVED}-0 on disk where asked")
+        read = read_all(self.bootstrap, self.MOVED, 1)
+        assert [(r.key, r.value) for r in read] == self.moved_records, f"{self.MOVED}-0 lost or changed records"
+        where = ", ".join(f"{self.kind(b)} {b}" for b in replicas)
+        slowest = max(run.take_slowest_ack() for run in self.runs)
+        self.slowest_ack_s = max(self.slowest_ack_s, slowest)
+        self.steps.append(f"{tool} under a {self.kind(_controller(self.zk))} controller: {self.MOVED}-0 to "
+                          f"{where}{' (log dirs ' + str(log_dirs) + ')' if log_dirs else ''} in "
+                          f"{time.monotonic() - started:.1f}s; slowest acknowledgement {slowest:.2f}s")
+        print(self.steps[-1])
+
+    def cross_kind_moves(self, dir_move: bool = False) -> None:
+        """MOVED-0 from a Kafka broker to a minikafka broker and back, each way with the other
+        tool than under the other controller; with ``dir_move``, in between, a KIP-113 move of the
+        minikafka broker's replica to its other log dir (kafka-reassign-partitions' log_dirs)."""
+        replicas = _assignment(self.zk)[(self.MOVED, 0)]
+        source = next(b for b in replicas if self.kind(b) == "Kafka")
+        target = next(b for b in self.running if b not in replicas and self.kind(b) == "minikafka")
+        there = [target if b == source else b for b in replicas]
+        tools = ["kafka-reassign-partitions", "minikafka reassign-partitions"]
+        if self.kind(_controller(self.zk)) == "minikafka":
+            tools.reverse()
+        self.reassign(tools[0], there)
+        if dir_move:
+            (here,) = _replica_dir(self.kafkas[target], f"{self.MOVED}-0")
+            other = next(d for d in self.kafkas[target].log_dirs if d != here.parent)
+            self.reassign("kafka-reassign-partitions", there,
+                          [str(other) if b == target else "any" for b in there])
+        self.reassign(tools[1], replicas)
 
 
-def test_a_kafka_broker_rolled_to_minikafka_and_back_keeps_every_acknowledged_record(
+@pytest.mark.timeout(600)  # about 4 min on a loaded 2-core machine: 6 steps and 6 reassignments
+def test_a_kafka_cluster_rolled_to_minikafka_and_back_under_load_keeps_every_acknowledged_record(
         tmp_path: Path, zookeeper: ZkRoot, closing: list[KafkaZkBroker | BrokerProcess]) -> None:
-    # Preferred leaders come back within seconds, so that the rolled broker leads a partition
-    # (Kafka followers fetch from minikafka), and Kafka leads it again on minikafka's segments.
-    settings = {"min.insync.replicas": "2", "leader.imbalance.check.interval.seconds": "1",
-                "leader.imbalance.per.broker.percentage": "0"}
-    kafkas = [KafkaZkBroker(tmp_path / f"kafka{i}", i, zookeeper, **settings) for i in (1, 2, 3)]
-    closing.append(kafkas[0].start())  # the controller, as the roll of broker 3 supposes
-    start_together(closing, *kafkas[1:])
-    first, rolled = kafkas[0], kafkas[2]
-    admin = KafkaAdminClient(bootstrap_servers=first.bootstrap)
+    # Three Kafka 3.9 brokers, broker 1 the controller. Each is rolled to minikafka, the
+    # controller last (a minikafka broker then controls), and back, the controller last again (a
+    # Kafka broker controls again), under idempotent producers, a consumer group and a
+    # transactional consume-transform-produce loop. Where the cluster is mixed under each kind of
+    # controller, topic MOVED goes from a Kafka broker to a minikafka broker and back with both
+    # kinds' reassignment tools, and once between the log dirs of a minikafka broker.
+    kafkas = {i: KafkaZkBroker(tmp_path / f"kafka{i}", i, zookeeper, **ROLL_SETTINGS) for i in (1, 2, 3)}
+    closing.append(kafkas[1].start())
+    start_together(closing, kafkas[2], kafkas[3])
+    zk = KazooClient(hosts=zookeeper.connect)
+    zk.start(timeout=10)
+    tools = KafkaTools(",".join(k.bootstrap for k in kafkas.values()), tmp_path)
+    loop = TransformLoop(",".join(k.bootstrap for k in kafkas.values()), "roll", 3, "roll-out", "roll-eos", tmp_path)
     try:
-        admin.create_topics([NewTopic("roll", 3, 3)])
+        assert _controller(zk) == 1
+        admin = KafkaAdminClient(bootstrap_servers=kafkas[1].bootstrap)
+        try:
+            admin.create_topics([NewTopic("roll", 3, 3), NewTopic("roll-out", 3, 3),
+                                 NewTopic(Roll.MOVED, replica_assignments={0: [1, 3]})])
+        finally:
+            admin.close()
+        bootstrap = ",".join(k.bootstrap for k in kafkas.values())
+        moved = [(b"moved-%d" % i, bytes(200)) for i in range(500)]
+        confluent_produce(bootstrap, Roll.MOVED, moved, partition=0)
+        runs = [ProducerRun("confluent", bootstrap, "roll", 3, pace_s=0.004).start(),
+                ProducerRun("kafka-python", bootstrap, "roll", 3, pace_s=0.008).start()]
+        members = [GroupMember(bootstrap, "roll-watchers", "roll", f"watcher-{i}").start() for i in range(2)]
+        loop.start()
+        roll = Roll(zk, tools, tmp_path, closing, kafkas, dict(kafkas), moved, runs)
+        # The tools' JVM starts before the roll (its start is no step's).
+        out = tools.admin("kafka-reassign-partitions", "--list", line="3.9")
+        assert "No partition reassignments found." in out, out
+        wait_acked(runs, {})
+        wait_until(lambda: not _not_full(zk), 60, interval=0.2, what=f"every ISR full: {_not_full(zk)}")
+        print(f"before the roll: slowest acknowledgement {max(run.take_slowest_ack() for run in runs):.2f}s")
+
+        roll.step(2)
+        roll.cross_kind_moves(dir_move=True)  # under the Kafka controller, in a cluster of both kinds
+        roll.step(3)
+        assert roll.kind(_controller(zk)) == "Kafka"
+        roll.step(1)
+        assert roll.kind(_controller(zk)) == "minikafka", "the controller did not move to a minikafka broker"
+
+        controller = _controller(zk)
+        back = [*sorted(b for b in kafkas if b != controller), controller]
+        roll.step(back[0])
+        assert roll.kind(_controller(zk)) == "minikafka"
+        roll.cross_kind_moves()  # under the minikafka controller, in a cluster of both kinds
+        roll.step(back[1])
+        roll.step(back[2])
+        assert roll.kind(_controller(zk)) == "Kafka", "the controller did not move back to a Kafka broker"
+        acked = {run.client: len(run.acked) for run in runs}
+        wait_acked(runs, acked)
+        print("the roll, step by step:\n  " + "\n  ".join(roll.steps))
+
+        for run in runs:
+            run.stop()
+        stored = read_all(roll.bootstrap, "roll", 3)
+        assert_exactly_once(runs, stored)
+        assert_delivered_to_group(members, stored)
+        for run in runs:
+            assert not run.failed, f"{run.client}: {len(run.failed)} produce errors, e.g. {list(run.failed.items())[:3]}"
+        loop.stop()
+        transformed = assert_transformed_once(loop, stored, 3)
+        committed, aborted = loop.ended()
+        print(f"rolled to minikafka and back: {len(stored)} records stored once in order and given to the group; "
+              f"{transformed} transformed exactly once in {len(committed)} committed transactions, {len(aborted)} "
+              f"aborted; slowest acknowledgement during the roll {roll.slowest_ack_s:.2f}s (ISR bound "
+              f"{ISR_BOUND_S:.0f}s); transform workers started again: {loop.restarts or 'none'}")
     finally:
-        admin.close()
-    wait_until(lambda: _isr_everywhere(first, "roll", 3), 60, interval=0.2, what="a full ISR")
-    with Load(first.bootstrap, "roll") as load:
-        wait_until(lambda: len(load.acknowledged) >= 100, 60, interval=0.2, what="records under way")
-
-        # Kafka -> minikafka: SIGTERM Kafka, then minikafka on the same properties and log dirs.
-        rolled.stop()
-        wait_until(lambda: _isr_nowhere(first, "roll", 3), 60, interval=0.2, what="the stopped broker out of the ISR")
-        mini = MinikafkaOnKafkaProperties(rolled)
-        closing.append(mini.start())
-        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.2,
-                   what="minikafka back in the ISR of every partition")
-        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.2, what="minikafka leading a partition")
-        count = len(load.acknowledged)
-        wait_until(lambda: len(load.acknowledged) >= count + 100, 60, interval=0.2,
-                   what="records acknowledged with minikafka leading")
-        assert all("version=0" in (d / "meta.properties").read_text() for d in rolled.log_dirs)
-
-        # minikafka -> Kafka: on what minikafka left.
-        mini.stop()
-        closing.append(rolled.start())
-        wait_until(lambda: _isr_everywhere(first, "roll", 3), 90, interval=0.2,
-                   what="Kafka back in the ISR of every partition")
-        wait_until(lambda: _leads_one(first, "roll", 3), 60, interval=0.2, what="Kafka leading again")
-        count = len(load.acknowledged)
-        wait_until(lambda: len(load.acknowledged) >= count + 100, 60, interval=0.2, what="records after the roll")
-    assert load.failed == []
-    read = _read_all(first.bootstrap, "roll", 3, len(load.acknowledged))
-    assert len(read) == len(set(read)), "a record stored twice"
-    assert sorted(read) == sorted(load.acknowledged), "every acknowledged record stored, and nothing else"
+        loop.kill()
+        tools.close()
+        zk.stop()
+        zk.close()

@@ -69,6 +69,12 @@ class ProducerRun:
         self._thread.join(timeout)
         assert not self._thread.is_alive(), f"{self.client} producer did not finish within {timeout}s"
 
+    def take_slowest_ack(self) -> float:
+        """The slowest acknowledgement since the last call (or the start), starting over."""
+        with self._lock:
+            slowest, self.slowest_ack_s = self.slowest_ack_s, 0.0
+        return slowest
+
     def _key(self, seq: int) -> bytes:
         return f"{self.client}-{seq:07d}".encode()
 

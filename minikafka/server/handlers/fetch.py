@@ -57,7 +57,8 @@ async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> Fetc
                 continue
             slots.append((p.partition, len(wanted)))
             wanted.append(FetchRequestPartition(name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                                p.current_leader_epoch, replica_id, read_committed))
+                                                p.current_leader_epoch, replica_id, read_committed,
+                                                p.last_fetched_epoch if request.api_version >= 12 else -1))
         layout.append((topic, name, slots))
     max_bytes = min(body.max_bytes, ctx.config["fetch.max.bytes"])
     # KIP-392: a consumer's Fetch v11+ may be served by a follower, and sent to one by the leader.
@@ -94,6 +95,9 @@ async def handle(request: Request[FetchRequestView], ctx: BrokerContext) -> Fetc
                     and (current := current_leader(ctx, name, index)) is not None:
                 partitions[-1]["current_leader"] = {"leader_id": current[0], "leader_epoch": current[1]}
                 leaders.add(current[0])
+            if result.diverging_epoch is not None:
+                epoch, end_offset = result.diverging_epoch
+                partitions[-1]["diverging_epoch"] = {"epoch": epoch, "end_offset": end_offset}
         responses.append({"topic": name or "", "topic_id": topic.topic_id, "partitions": partitions})
     return {"throttle_time_ms": throttle_ms, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses,
             "node_endpoints": node_endpoints(ctx, leaders)}
