@@ -691,7 +691,7 @@ def test_a_kafka_cluster_rolled_to_minikafka_and_back_under_load_keeps_every_ack
     # Kafka broker controls again), under idempotent producers, a consumer group and a
     # transactional consume-transform-produce loop. Where the cluster is mixed under each kind of
     # controller, topic MOVED goes from a Kafka broker to a minikafka broker and back with both
-    # kinds' reassignment tools, and once between the log dirs of a minikafka broker.
+    # kinds' reassignment tools, and between the log dirs of a minikafka broker (KIP-113).
     kafkas = {i: KafkaZkBroker(tmp_path / f"kafka{i}", i, zookeeper, **ROLL_SETTINGS) for i in (1, 2, 3)}
     closing.append(kafkas[1].start())
     start_together(closing, kafkas[2], kafkas[3])
@@ -733,7 +733,7 @@ def test_a_kafka_cluster_rolled_to_minikafka_and_back_under_load_keeps_every_ack
         back = [*sorted(b for b in kafkas if b != controller), controller]
         roll.step(back[0])
         assert roll.kind(_controller(zk)) == "minikafka"
-        roll.cross_kind_moves()  # under the minikafka controller, in a cluster of both kinds
+        roll.cross_kind_moves(dir_move=True)  # under the minikafka controller, in a cluster of both kinds
         roll.step(back[1])
         roll.step(back[2])
         assert roll.kind(_controller(zk)) == "Kafka", "the controller did not move back to a Kafka broker"
