@@ -909,10 +909,11 @@ class Log:
             raise ValueError(f"{self.name}: the segments to replace are not consecutive sealed segments of the log")
         base = old[0].base_offset
         stem = os.path.join(self.dir_path, segment_name(base))
-        suffixes: tuple[str, ...] = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
         with self.guard:
-            if os.path.exists(stem + TXN_INDEX_SUFFIX + CLEANED_SUFFIX):
-                suffixes = (TXN_INDEX_SUFFIX, *suffixes)
+            # An index with no entries has no file (a small cleaned segment's), nor has a .txnindex
+            # without aborted transactions; the .log comes last.
+            suffixes = (*(suffix for suffix in (TXN_INDEX_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                          if os.path.exists(stem + suffix + CLEANED_SUFFIX)), LOG_SUFFIX)
             for suffix in suffixes:
                 os.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
         if sync:

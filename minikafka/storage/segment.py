@@ -1,4 +1,9 @@
-"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``."""
+"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``.
+
+The index files exist only once they have an entry, and their fds are open only while the
+segment is the active one (a sealed segment's reads use the indexes' in-memory copies): a
+partition with one small segment holds one fd.
+"""
 
 from __future__ import annotations
 
@@ -277,7 +282,7 @@ class Segment:
             segment.size = os.fstat(segment._log_fd).st_size
         if segment.size:
             segment.recover()
-        else:
+        else:  # no index files (and none left over from an earlier segment at this base)
             segment.offset_index.replace([], [])
             segment.time_index.replace([], [])
             segment._loaded = True
@@ -315,8 +320,15 @@ class Segment:
             # A segment believed clean holds a broken batch: treat it like a crash tail.
             self.recover()
             return
+        if not self.offset_index and tail and tail[-1][0] > self.index_interval_bytes:
+            # No offset index (no file), yet the segment is large enough to have entries: the
+            # file was lost (a crash before its creation reached the disk), not empty.
+            self._rebuild(validate=False)
+            return
         next_offset = tail[-1][1].last_offset + 1 if tail else self.base_offset
-        if not self.time_index.load(next_offset):
+        if not self.time_index.load(next_offset) or (self.offset_index and not self.time_index):
+            # An entry of the offset index comes with one of the time index (unless no batch so
+            # far had a timestamp): an empty time index beside it was lost, too.
             self._rebuild(validate=False)
             return
         self._set_tail(tail)

@@ -129,3 +129,49 @@ def test_topic_id_survives_reopen(make_log, topic_id):
         assert handle.read() == "version: 0\ntopic_id: ehxrLj9NTlqbjA0eLzpLXA\n"
     log.close()
     assert open_log(log.dir_path).topic_id == topic_id
+
+
+def test_restarts_leave_segments_without_index_entries_without_index_files(make_log, monkeypatch):
+    # An index with no entries has no file (issue 34): after a clean stop or a kill -9, a missing
+    # index is read as empty, and a segment holding index entries is not rebuilt for it.
+    config = LogConfig(segment_bytes=1_200, index_interval_bytes=300)
+    log = make_log(config)
+    fill(log, 4)  # the first segment: past the index interval, it has entries
+    log.roll()
+    for _ in range(3):  # small segments: a batch each, under the interval
+        fill(log, 1)
+        log.roll()
+    fill(log, 1)
+    expected = decode_records(read_all(log))
+    indexed = {s.base_offset for s in log.segments if len(s.offset_index)}
+    assert indexed == {0}
+    log.flush()
+    recovery_point = log.recovery_point
+    log.close()
+
+    def index_files() -> list[str]:
+        return sorted(n for n in os.listdir(log.dir_path) if n.endswith(".index"))
+
+    assert index_files() == ["00000000000000000000.index"]
+    rebuilt: list[int] = []
+    original = Segment._rebuild
+
+    def counted(segment, validate):
+        rebuilt.append(segment.base_offset)
+        return original(segment, validate)
+
+    monkeypatch.setattr(Segment, "_rebuild", counted)
+    for kwargs in ({"clean": True}, {"recovery_point": recovery_point}):
+        reopened = open_log(log.dir_path, config, **kwargs)
+        try:
+            assert decode_records(read_all(reopened)) == expected
+            assert reopened.append_as_leader(make_batch(1), 0, 0).base_offset == reopened.log_end_offset - 1
+            reopened.truncate_to(reopened.log_end_offset - 1)
+        finally:
+            reopened.close()
+        assert index_files() == ["00000000000000000000.index"]
+        if kwargs.get("clean"):
+            assert rebuilt == [], "nothing lost, nothing rebuilt"
+        else:  # kill -9: only the active segment, above the recovery point, is scanned again
+            assert rebuilt == [reopened.segments[-1].base_offset]
+        rebuilt.clear()
