@@ -6,7 +6,14 @@ import os
 
 from minikafka.storage.log import LogConfig
 from minikafka.storage.segment import Segment
-from tests.unit.storage.helpers import decode_batches, decode_records, make_batch, open_log, read_all
+from tests.unit.storage.helpers import (
+    count_rebuilds,
+    decode_batches,
+    decode_records,
+    make_batch,
+    open_log,
+    read_all,
+)
 
 SMALL = LogConfig(segment_bytes=1_200, index_interval_bytes=200)
 
@@ -153,14 +160,7 @@ def test_restarts_leave_segments_without_index_entries_without_index_files(make_
         return sorted(n for n in os.listdir(log.dir_path) if n.endswith(".index"))
 
     assert index_files() == ["00000000000000000000.index"]
-    rebuilt: list[int] = []
-    original = Segment._rebuild
-
-    def counted(segment, validate):
-        rebuilt.append(segment.base_offset)
-        return original(segment, validate)
-
-    monkeypatch.setattr(Segment, "_rebuild", counted)
+    rebuilt = count_rebuilds(monkeypatch)
     for kwargs in ({"clean": True}, {"recovery_point": recovery_point}):
         reopened = open_log(log.dir_path, config, **kwargs)
         try:

@@ -10,7 +10,7 @@ from minikafka.storage.dir_io import guard
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.segment import Segment
 from protocol.records import set_base_offset, validate_batches
-from tests.unit.storage.helpers import decode_batches, make_batch
+from tests.unit.storage.helpers import count_rebuilds, decode_batches, make_batch
 
 
 @pytest.fixture
@@ -74,18 +74,6 @@ def test_index_files_come_with_their_first_entry_and_close_when_the_segment_is_s
 
 def reopen(tmp_path, base: int = 1_000) -> Segment:
     return Segment.open(str(tmp_path), base, guard(str(tmp_path), LogDirFailureChannel()), 300)
-
-
-def count_rebuilds(monkeypatch) -> list[int]:
-    rebuilt: list[int] = []
-    original = Segment._rebuild
-
-    def counted(self, validate):
-        rebuilt.append(self.base_offset)
-        return original(self, validate)
-
-    monkeypatch.setattr(Segment, "_rebuild", counted)
-    return rebuilt
 
 
 def test_a_segment_without_index_files_loads_as_one_without_entries(segment, tmp_path, monkeypatch):
