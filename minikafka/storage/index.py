@@ -36,17 +36,20 @@ class _IndexFile:
     """Owns one index file's fd: the file is created and opened by the first write, closed by
     ``close`` (a sealed segment's) and reopened by the next write; emptied, it is removed."""
 
-    __slots__ = ("path", "io", "_fd")
+    __slots__ = ("path", "io", "_fd", "known_absent")
 
     def __init__(self, path: str, io: DirGuard) -> None:
         self.path = path
         self.io = io
         self._fd: int | None = None
+        # Set where the file is known not to exist (a new segment's): emptying it costs no syscall.
+        self.known_absent = False
 
     def _open(self) -> int:
         if self._fd is None:
             with self.io:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.known_absent = False
         return self._fd
 
     def read_all(self) -> bytes | None:
@@ -86,11 +89,14 @@ class _IndexFile:
     def remove(self) -> None:
         """No entries: no file (a missing one is fine, it reads as empty)."""
         self.close()
+        if self.known_absent:
+            return
         with self.io:
             try:
                 os.unlink(self.path)
             except FileNotFoundError:
                 pass
+        self.known_absent = True
 
     def flush(self) -> None:
         if self._fd is not None:

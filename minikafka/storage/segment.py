@@ -237,7 +237,8 @@ def last_offset_in_file(path: str, guard: DirGuard) -> int:
 
 
 class Segment:
-    """Owns one segment's three files, their fds and the in-memory copy of its indexes.
+    """Owns one segment's files (the .log; its indexes once they have entries), their fds and
+    the in-memory copy of its indexes.
 
     Only the Log that holds it touches it, from the broker's event-loop thread; it is not
     thread-safe.  Appends go to the end of the .log with pwrite (no fsync: ``flush`` does
@@ -282,9 +283,10 @@ class Segment:
             segment.size = os.fstat(segment._log_fd).st_size
         if segment.size:
             segment.recover()
-        else:  # no index files (and none left over from an earlier segment at this base)
-            segment.offset_index.replace([], [])
-            segment.time_index.replace([], [])
+        else:
+            # Empty indexes, and no files for them: none can be left over from an earlier
+            # segment at this base (a deleted segment's go with it, a restart drops orphans).
+            segment.offset_index.file.known_absent = segment.time_index.file.known_absent = True
             segment._loaded = True
         return segment
 
