@@ -238,8 +238,12 @@ class Log:
         dir_path = os.path.join(log_dir, name)
         guard = guard.for_partition(name)
         with guard:
-            os.makedirs(dir_path, exist_ok=True)
-        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync)
+            try:
+                os.makedirs(dir_path)
+                new_dir = True
+            except FileExistsError:
+                new_dir = False
+        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync, new_dir)
         if sync:
             fsync_dir(log_dir, guard)
         log = cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)

@@ -138,6 +138,24 @@ def test_topic_id_survives_reopen(make_log, topic_id):
     assert open_log(log.dir_path).topic_id == topic_id
 
 
+def test_a_new_partitions_metadata_torn_by_a_crash_is_written_again(make_log, topic_id):
+    # In a dir made just now partition.metadata is written in place, without a temporary file
+    # and a rename (issue 34: file creation is the cost of a new partition); a crash before its
+    # fsync can leave it empty.
+    log = make_log()
+    assert sorted(os.listdir(log.dir_path)) == ["00000000000000000000.log", "partition.metadata"]
+    log.close()
+    path = os.path.join(log.dir_path, "partition.metadata")
+    open(path, "wb").close()
+    reopened = open_log(log.dir_path, topic_id=topic_id)
+    reopened.close()
+    assert reopened.topic_id == topic_id
+    with open(path) as handle:
+        assert handle.read() == "version: 0\ntopic_id: ehxrLj9NTlqbjA0eLzpLXA\n"
+    again = make_log()  # its dir exists: the file is replaced as ever, atomically
+    assert again.topic_id == topic_id and again.log_end_offset == 0
+
+
 def test_restarts_leave_segments_without_index_entries_without_index_files(make_log, monkeypatch):
     # An index with no entries has no file (issue 34): after a clean stop or a kill -9, a missing
     # index is read as empty, and a segment holding index entries is not rebuilt for it.
