@@ -146,8 +146,15 @@ def read_epoch_checkpoint(path: str, io: DirGuard) -> list[tuple[int, int]]:
         raise CorruptCheckpointError(f"{path}: malformed entry") from exc
 
 
-def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]], io: DirGuard, sync: bool = True) -> None:
-    write_atomically(path, _format_entries([f"{epoch} {offset}" for epoch, offset in entries]), io, sync)
+def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]], io: DirGuard, sync: bool = True,
+                           new_file: bool = False) -> None:
+    """``new_file``: the file does not exist yet (see ``write_new_file``; a torn one is read as
+    empty, by Kafka too)."""
+    data = _format_entries([f"{epoch} {offset}" for epoch, offset in entries])
+    if new_file:
+        write_new_file(path, data, io, sync)
+    else:
+        write_atomically(path, data, io, sync)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -197,11 +204,11 @@ def write_partition_metadata(path: str, topic_id: uuid.UUID, io: DirGuard, sync:
 
 
 def write_new_file(path: str, data: bytes, io: DirGuard, sync: bool = True) -> None:
-    """Create ``path``, which must not exist, with ``data``: one file creation where
+    """Create ``path``, which does not exist yet, with ``data``: one file creation where
     ``write_atomically`` costs two and a rename, as no old content could be mixed with the new
     (a file left torn by a crash, only possible before its fsync, reads as malformed and is
     written again). Without ``sync`` neither the file nor its dir is fsynced."""
     with io:
-        _write_file(path, data, os.O_EXCL, sync)
+        _write_file(path, data, os.O_TRUNC, sync)
     if sync:
         fsync_dir(os.path.dirname(path) or ".", io)

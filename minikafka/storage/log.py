@@ -248,6 +248,7 @@ class Log:
             fsync_dir(log_dir, guard)
         log = cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
         log.leader_epochs.synced = sync
+        log.leader_epochs.absent = new_dir
         return log
 
     def unsynced_paths(self) -> tuple[str, ...]:

@@ -156,6 +156,23 @@ def test_a_new_partitions_metadata_torn_by_a_crash_is_written_again(make_log, to
     assert again.topic_id == topic_id and again.log_end_offset == 0
 
 
+def test_a_new_partitions_leader_epochs_are_written_in_place_then_replaced(make_log):
+    log = make_log(partition=1)
+    log.append_as_leader(make_batch(1), 3, 0)  # epoch 3's entry: the first write, in place
+    log.append_as_leader(make_batch(1), 4, 0)  # later ones replace the file atomically
+    assert sorted(os.listdir(log.dir_path)) == ["00000000000000000000.log", "leader-epoch-checkpoint",
+                                                "partition.metadata"]
+    log.close()
+    reopened = open_log(log.dir_path)
+    reopened.close()
+    assert reopened.leader_epochs.entries == [(3, 0), (4, 1)]
+    with open(log.leader_epochs.path, "wb"):
+        pass  # what a crash before the first write's fsync may leave: read as no epochs
+    reopened = open_log(log.dir_path)
+    reopened.close()
+    assert reopened.leader_epochs.entries == []
+
+
 def test_restarts_leave_segments_without_index_entries_without_index_files(make_log, monkeypatch):
     # An index with no entries has no file (issue 34): after a clean stop or a kill -9, a missing
     # index is read as empty, and a segment holding index entries is not rebuilt for it.
