@@ -61,18 +61,22 @@ def write_atomically(path: str, data: bytes, io: DirGuard, sync: bool = True) ->
     Without ``sync`` neither the file nor its dir is fsynced: the caller fsyncs both later."""
     tmp = path + ".tmp"
     with io:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_file(tmp, data, os.O_TRUNC, sync)
         os.replace(tmp, path)
     if sync:
         fsync_dir(os.path.dirname(path) or ".", io)
+
+
+def _write_file(path: str, data: bytes, flags: int, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_path(path: str) -> None:
@@ -142,8 +146,15 @@ def read_epoch_checkpoint(path: str, io: DirGuard) -> list[tuple[int, int]]:
         raise CorruptCheckpointError(f"{path}: malformed entry") from exc
 
 
-def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]], io: DirGuard, sync: bool = True) -> None:
-    write_atomically(path, _format_entries([f"{epoch} {offset}" for epoch, offset in entries]), io, sync)
+def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]], io: DirGuard, sync: bool = True,
+                           new_file: bool = False) -> None:
+    """``new_file``: the file does not exist yet (see ``write_new_file``; a torn one is read as
+    empty, by Kafka too)."""
+    data = _format_entries([f"{epoch} {offset}" for epoch, offset in entries])
+    if new_file:
+        write_new_file(path, data, io, sync)
+    else:
+        write_atomically(path, data, io, sync)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -181,5 +192,23 @@ def read_partition_metadata(path: str, io: DirGuard) -> uuid.UUID | None:
         raise CorruptCheckpointError(f"{path}: malformed topic id") from exc
 
 
-def write_partition_metadata(path: str, topic_id: uuid.UUID, io: DirGuard, sync: bool = True) -> None:
-    write_atomically(path, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n".encode(), io, sync)
+def write_partition_metadata(path: str, topic_id: uuid.UUID, io: DirGuard, sync: bool = True,
+                             new_dir: bool = False) -> None:
+    """``new_dir``: the partition's dir was made just now, so no file of an earlier content
+    exists (see ``write_new_file``)."""
+    data = f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n".encode()
+    if new_dir:
+        write_new_file(path, data, io, sync)
+    else:
+        write_atomically(path, data, io, sync)
+
+
+def write_new_file(path: str, data: bytes, io: DirGuard, sync: bool = True) -> None:
+    """Create ``path``, which does not exist yet, with ``data``: one file creation where
+    ``write_atomically`` costs two and a rename, as no old content could be mixed with the new
+    (a file left torn by a crash, only possible before its fsync, reads as malformed and is
+    written again). Without ``sync`` neither the file nor its dir is fsynced."""
+    with io:
+        _write_file(path, data, os.O_TRUNC, sync)
+    if sync:
+        fsync_dir(os.path.dirname(path) or ".", io)

@@ -141,14 +141,15 @@ def copy_file(src_path: str, dst_path: str) -> int:
 
 def copy_files(pairs: list[tuple[str, str]]) -> int:
     """Copy each (source, destination) whose source exists; returns the bytes copied.  A
-    segment's index file may be gone (renamed by retention) or never written: loading the
-    copy rebuilds a missing index."""
+    segment's index file may be gone (renamed by retention) or never written (an index with no
+    entries has no file): the copy's goes too, lest an earlier round's copy of it outlive a
+    truncation of the source; a missing index reads as empty, or is rebuilt where it cannot be."""
     copied = 0
     for source_path, dest_path in pairs:
         try:
             copied += copy_file(source_path, dest_path)
         except FileNotFoundError:
-            pass
+            remove_file(dest_path)
     return copied
 
 
@@ -424,6 +425,8 @@ class FutureLogCopy:
                             copy_file(src, self._file(base, suffix))
                             if suffix == TXN_INDEX_SUFFIX:
                                 txn_indexes.append(self._file(base, suffix))
+                        else:  # no entries, no file: nor in the copy
+                            remove_file(self._file(base, suffix))
                     if segment is not source.segments[-1]:
                         self.indexed.add(base)
             fsync_paths(txn_indexes)

@@ -5,6 +5,10 @@ position in the .log: int32); ``<base>.timeindex`` holds 12-byte entries (timest
 int64, relative offset: int32); all big-endian, no header, no preallocation, so the file
 length is always a whole number of entries.  Both keep a copy of their entries in memory
 (arrays, a few bytes per 4 KiB of log) for lookups by binary search.
+
+An index with no entries has no file (as the .txnindex): a new segment costs one file creation,
+not three, and a missing file reads as no entries.  Kafka, finding one missing, rebuilds it from
+the .log, which gives the same empty index.
 """
 
 from __future__ import annotations
@@ -29,19 +33,23 @@ def _to_big_endian(values: array) -> bytes:
 
 
 class _IndexFile:
-    """Owns one index file's fd (opened on first write, closed by ``close``)."""
+    """Owns one index file's fd: the file is created and opened by the first write, closed by
+    ``close`` (a sealed segment's) and reopened by the next write; emptied, it is removed."""
 
-    __slots__ = ("path", "io", "_fd")
+    __slots__ = ("path", "io", "_fd", "known_absent")
 
     def __init__(self, path: str, io: DirGuard) -> None:
         self.path = path
         self.io = io
         self._fd: int | None = None
+        # Set where the file is known not to exist (a new segment's): emptying it costs no syscall.
+        self.known_absent = False
 
     def _open(self) -> int:
         if self._fd is None:
             with self.io:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.known_absent = False
         return self._fd
 
     def read_all(self) -> bytes | None:
@@ -62,16 +70,33 @@ class _IndexFile:
                 position += written
 
     def replace_content(self, data: bytes) -> None:
+        if not data:
+            self.remove()
+            return
         fd = self._open()
         with self.io:
             os.ftruncate(fd, 0)
-        if data:
-            self.write_at(data, 0)
+        self.write_at(data, 0)
 
     def truncate(self, length: int) -> None:
+        if length == 0:
+            self.remove()
+            return
         fd = self._open()
         with self.io:
             os.ftruncate(fd, length)
+
+    def remove(self) -> None:
+        """No entries: no file (a missing one is fine, it reads as empty)."""
+        self.close()
+        if self.known_absent:
+            return
+        with self.io:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+        self.known_absent = True
 
     def flush(self) -> None:
         if self._fd is not None:
@@ -111,11 +136,14 @@ class OffsetIndex:
         return len(self.positions)
 
     def load(self, log_size: int) -> bool:
-        """Read the file into memory; False (and empty) if it is missing or fails the sanity check."""
+        """Read the file into memory (a missing file: no entries); False (and empty) if it fails
+        the sanity check."""
         self.rel_offsets = array("i")
         self.positions = array("i")
         data = self.file.read_all()
-        if data is None or len(data) % self.ENTRY_SIZE:
+        if data is None:
+            return True
+        if len(data) % self.ENTRY_SIZE:
             return False
         pairs = array("i")
         pairs.frombytes(data)
@@ -139,7 +167,7 @@ class OffsetIndex:
         self.positions.append(position)
 
     def replace(self, offsets: list[int], positions: list[int]) -> None:
-        """Swap in a rebuilt index (after recovery) and rewrite the file once."""
+        """Swap in a rebuilt index (after recovery) and rewrite the file once (none: no file)."""
         self.rel_offsets = array("i", (o - self.base_offset for o in offsets))
         self.positions = array("i", positions)
         pairs = array("i", [0]) * (2 * len(positions))
@@ -193,11 +221,14 @@ class TimeIndex:
         return len(self.timestamps)
 
     def load(self, next_offset: int | None) -> bool:
-        """Read the file; False (and empty) if missing or insane.  ``next_offset`` bounds entries."""
+        """Read the file (a missing file: no entries); False (and empty) if insane.  ``next_offset``
+        bounds entries."""
         self.timestamps = array("q")
         self.rel_offsets = array("i")
         data = self.file.read_all()
-        if data is None or len(data) % self.ENTRY_SIZE:
+        if data is None:
+            return True
+        if len(data) % self.ENTRY_SIZE:
             return False
         timestamps = array("q")
         rel_offsets = array("i")

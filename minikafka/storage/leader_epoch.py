@@ -38,6 +38,9 @@ class LeaderEpochCache:
         self.guard = guard
         self.background = background
         self.synced = True
+        # Set by a Log made just now (its dir is new): the first write creates the file in place,
+        # without a temporary file and a rename (issue 34: a new replica's file creations).
+        self.absent = False
         try:
             self.entries: list[tuple[int, int]] = read_epoch_checkpoint(self.path, guard)
         except CorruptCheckpointError:
@@ -48,11 +51,15 @@ class LeaderEpochCache:
         self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
 
     def _persist(self) -> None:
-        write_epoch_checkpoint(self.path, self.entries, self.guard, self.synced)
+        self._write(self.synced)
+
+    def _write(self, sync: bool) -> None:
+        write_epoch_checkpoint(self.path, self.entries, self.guard, sync, new_file=self.absent)
+        self.absent = False
 
     def _persist_sync_later(self) -> None:
         """Write the checkpoint now and fsync it (and its dir, for the rename) in the background."""
-        write_epoch_checkpoint(self.path, self.entries, self.guard, sync=False)
+        self._write(sync=False)
         if not self.synced:  # its creator fsyncs it with the rest
             return
         fds: list[int] = []

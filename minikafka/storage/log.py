@@ -238,12 +238,17 @@ class Log:
         dir_path = os.path.join(log_dir, name)
         guard = guard.for_partition(name)
         with guard:
-            os.makedirs(dir_path, exist_ok=True)
-        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync)
+            try:
+                os.makedirs(dir_path)
+                new_dir = True
+            except FileExistsError:
+                new_dir = False
+        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync, new_dir)
         if sync:
             fsync_dir(log_dir, guard)
         log = cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
         log.leader_epochs.synced = sync
+        log.leader_epochs.absent = new_dir
         return log
 
     def unsynced_paths(self) -> tuple[str, ...]:
@@ -909,10 +914,11 @@ class Log:
             raise ValueError(f"{self.name}: the segments to replace are not consecutive sealed segments of the log")
         base = old[0].base_offset
         stem = os.path.join(self.dir_path, segment_name(base))
-        suffixes: tuple[str, ...] = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
         with self.guard:
-            if os.path.exists(stem + TXN_INDEX_SUFFIX + CLEANED_SUFFIX):
-                suffixes = (TXN_INDEX_SUFFIX, *suffixes)
+            # An index with no entries has no file (a small cleaned segment's), nor has a .txnindex
+            # without aborted transactions; the .log comes last.
+            suffixes = (*(suffix for suffix in (TXN_INDEX_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                          if os.path.exists(stem + suffix + CLEANED_SUFFIX)), LOG_SUFFIX)
             for suffix in suffixes:
                 os.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
         if sync:

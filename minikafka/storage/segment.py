@@ -1,4 +1,9 @@
-"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``."""
+"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``.
+
+The index files exist only once they have an entry, and their fds are open only while the
+segment is the active one (a sealed segment's reads use the indexes' in-memory copies): a
+partition with one small segment holds one fd.
+"""
 
 from __future__ import annotations
 
@@ -232,7 +237,8 @@ def last_offset_in_file(path: str, guard: DirGuard) -> int:
 
 
 class Segment:
-    """Owns one segment's three files, their fds and the in-memory copy of its indexes.
+    """Owns one segment's files (the .log; its indexes once they have entries), their fds and
+    the in-memory copy of its indexes.
 
     Only the Log that holds it touches it, from the broker's event-loop thread; it is not
     thread-safe.  Appends go to the end of the .log with pwrite (no fsync: ``flush`` does
@@ -278,8 +284,9 @@ class Segment:
         if segment.size:
             segment.recover()
         else:
-            segment.offset_index.replace([], [])
-            segment.time_index.replace([], [])
+            # Empty indexes, and no files for them: none can be left over from an earlier
+            # segment at this base (a deleted segment's go with it, a restart drops orphans).
+            segment.offset_index.file.known_absent = segment.time_index.file.known_absent = True
             segment._loaded = True
         return segment
 
@@ -315,8 +322,15 @@ class Segment:
             # A segment believed clean holds a broken batch: treat it like a crash tail.
             self.recover()
             return
+        if not self.offset_index and tail and tail[-1][0] > self.index_interval_bytes:
+            # No offset index (no file), yet the segment is large enough to have entries: the
+            # file was lost (a crash before its creation reached the disk), not empty.
+            self._rebuild(validate=False)
+            return
         next_offset = tail[-1][1].last_offset + 1 if tail else self.base_offset
-        if not self.time_index.load(next_offset):
+        if not self.time_index.load(next_offset) or (self.offset_index and not self.time_index):
+            # An entry of the offset index comes with one of the time index (unless no batch so
+            # far had a timestamp): an empty time index beside it was lost, too.
             self._rebuild(validate=False)
             return
         self._set_tail(tail)

@@ -9,6 +9,7 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import Log, LogConfig
+from minikafka.storage.segment import Segment
 
 COMPRESSIONS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -72,3 +73,16 @@ def open_log(dir_path: str, config: LogConfig | None = None, *, clean: bool = Fa
     log_dir = os.path.dirname(dir_path)
     guard = DirGuard(log_dir, channel or LogDirFailureChannel())
     return Log.load(log_dir, dir_path, config or LogConfig(), guard, clean=clean, **kwargs)
+
+
+def count_rebuilds(monkeypatch) -> list[int]:
+    """The base offsets of the segments whose indexes get rebuilt from their .log from now on."""
+    rebuilt: list[int] = []
+    original = Segment._rebuild
+
+    def counted(segment: Segment, validate: bool) -> int:
+        rebuilt.append(segment.base_offset)
+        return original(segment, validate)
+
+    monkeypatch.setattr(Segment, "_rebuild", counted)
+    return rebuilt

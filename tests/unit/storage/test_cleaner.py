@@ -337,3 +337,21 @@ async def test_an_aborted_transaction_never_hides_a_committed_value_and_is_not_k
     values = {(k, v) for _, k, v in contents(log)}
     assert (b"k", b"committed") in values and not {v for _, _, v in contents(log)} & {b"aborted"}
     assert log.aborted_transactions(0, log.log_end_offset), "the cleaned segment still indexes the abort"
+
+
+async def test_cleaned_segments_too_small_for_an_index_entry_swap_in_without_index_files(
+        manager, cleaner) -> None:
+    # An index with no entries has no file (issue 34): the swap renames the files a clean wrote.
+    log = compacted_log(manager)
+    fill(log, 6)
+    await clean(cleaner)
+    expected = contents(log)
+    sealed = log.segments[:-1]
+    assert sealed and all(len(s.offset_index) == 0 for s in sealed)
+    assert not [n for n in os.listdir(log.dir_path) if n.endswith(".index")]
+    reloaded = Log.load(log.log_dir, log.dir_path, COMPACT, DirGuard(log.log_dir, LogDirFailureChannel()),
+                        clean=False, recovery_point=0)
+    try:
+        assert contents(reloaded) == expected
+    finally:
+        reloaded.close()

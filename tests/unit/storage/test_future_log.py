@@ -432,3 +432,43 @@ def test_copy_range_falls_back_to_sendfile(tmp_path, monkeypatch):
     assert not future_log_module._use_copy_file_range
     with open(target, "rb") as handle:
         assert handle.read() == source.read_bytes()
+
+
+def test_a_copied_index_goes_when_the_source_cut_its_segment_below_its_first_entry(dirs, managers):
+    # An index with no entries has no file (issue 34); the copy of one the source had before a
+    # truncation must not outlive it: the copy is an image of the source.
+    config = LogConfig(segment_bytes=1_200, file_delete_delay_ms=0, index_interval_bytes=400)
+    channel = LogDirFailureChannel()
+    manager = start(dirs, managers, channel)
+    log = manager.get_or_create_log("t", 0, TOPIC, config=config, log_dir=dirs[0])
+    for i in range(9):
+        log.append_as_leader(make_batch(2, value_size=120, tag=b"b%d" % i), 0, 1_000 + i)
+    held = log.segments[-2]
+    assert len(log.segments) > 2 and len(held.offset_index) > 0
+    copy = FutureLogCopy(manager.create_future_log("t", 0, dirs[1]), log, channel)
+    for segment, start_at, end, sealed in copy.plan(lambda path: None):
+        fd = copy.source_fd(segment)
+        assert fd is not None
+        copy_range(fd, copy.log_file(segment.base_offset), start_at, end - start_at)
+        os.close(fd)
+        copy.chunk_copied(segment.base_offset, end, end - start_at)
+        if sealed:
+            future_log_module.copy_files(copy.index_files(segment))
+            copy.sealed_segment_copied(segment.base_offset)
+    copied_index = copy.index_files(held)[0][1]
+    assert os.path.exists(copied_index)
+    log.on_truncate = copy.source_truncated
+    log.truncate_to(held.base_offset + 2)  # its first batch stays: under the index interval
+    assert not os.path.exists(held.offset_index.file.path)
+    log.append_as_leader(make_batch(8, value_size=60, tag=b"again"), 0, 2_000)  # still no entry
+    assert log.segments[-1] is held and len(held.offset_index) == 0
+    expected = decode_records(read_all(log))
+    copy.complete(future_log_module.remove_file, lambda count: None)  # the segment lost goes too
+
+    def files(path):
+        return {name: open(os.path.join(path, name), "rb").read() for name in os.listdir(path)
+                if name.endswith((".log", ".index", ".timeindex"))}
+
+    assert files(copy.future.dir_path) == files(log.dir_path)
+    new, _ = manager.replace_current_with_future("t", 0)
+    assert decode_records(read_all(new)) == expected

@@ -297,3 +297,45 @@ def test_run_retention_covers_every_log(dirs, managers):
     assert old_segments >= 3
     assert manager.run_retention(10_000) == old_segments
     assert all(len(log.segments) == 1 for log in logs)
+
+
+def open_files_under(paths: list[str]) -> list[str]:
+    """What this process (the broker's storage) holds open in the partition dirs of the log
+    dirs ``paths`` (from /proc; a log dir's own .lock is not a partition's)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:  # the fd of the listing itself, closed by now
+            continue
+        if os.path.dirname(os.path.dirname(target)) in paths:
+            held.append(target)
+    return held
+
+
+def test_a_new_partition_holds_one_open_file(dirs, managers):
+    # Issue 34: three fds per partition (.log, .index, .timeindex) ran a broker with ~6,600
+    # partitions into its open-file limit; Kafka holds one. An index with no entries has no file.
+    config = LogConfig(index_interval_bytes=100)
+    manager = start(dirs, managers, config=config)
+    partitions = 30
+    logs = [manager.get_or_create_log("many", p, TOPIC_A) for p in range(partitions)]
+    assert sorted(open_files_under(dirs)) == sorted(log.segments[0].log_path for log in logs)
+    assert not [name for d in dirs for entry in os.listdir(d) if os.path.isdir(os.path.join(d, entry))
+                for name in os.listdir(os.path.join(d, entry)) if name.endswith(("index", ".timeindex"))]
+    # An index entry brings the active segment's two index files (and their fds); a roll closes
+    # them, the sealed segment keeping its .log open.
+    busy = logs[0]
+    for _ in range(3):
+        busy.append_as_leader(make_batch(5, value_size=100), 0, 0)
+    assert len(busy.segments[0].offset_index) > 0
+    assert len(open_files_under(dirs)) == partitions + 2
+    busy.roll()
+    assert len(open_files_under(dirs)) == partitions + 1
+    # A restart, clean or not, opens one file per partition (plus the sealed segment's .log).
+    stop(manager, managers)
+    assert open_files_under(dirs) == []
+    manager = start(dirs, managers, config=config)
+    logs = [manager.get_or_create_log("many", p, TOPIC_A) for p in range(partitions)]
+    assert len(open_files_under(dirs)) == partitions + 1
+    assert decode_records(read_all(logs[0]))[-1][0] == 14

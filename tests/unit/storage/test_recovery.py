@@ -6,7 +6,14 @@ import os
 
 from minikafka.storage.log import LogConfig
 from minikafka.storage.segment import Segment
-from tests.unit.storage.helpers import decode_batches, decode_records, make_batch, open_log, read_all
+from tests.unit.storage.helpers import (
+    count_rebuilds,
+    decode_batches,
+    decode_records,
+    make_batch,
+    open_log,
+    read_all,
+)
 
 SMALL = LogConfig(segment_bytes=1_200, index_interval_bytes=200)
 
@@ -129,3 +136,77 @@ def test_topic_id_survives_reopen(make_log, topic_id):
         assert handle.read() == "version: 0\ntopic_id: ehxrLj9NTlqbjA0eLzpLXA\n"
     log.close()
     assert open_log(log.dir_path).topic_id == topic_id
+
+
+def test_a_new_partitions_metadata_torn_by_a_crash_is_written_again(make_log, topic_id):
+    # In a dir made just now partition.metadata is written in place, without a temporary file
+    # and a rename (issue 34: file creation is the cost of a new partition); a crash before its
+    # fsync can leave it empty.
+    log = make_log()
+    assert sorted(os.listdir(log.dir_path)) == ["00000000000000000000.log", "partition.metadata"]
+    log.close()
+    path = os.path.join(log.dir_path, "partition.metadata")
+    open(path, "wb").close()
+    reopened = open_log(log.dir_path, topic_id=topic_id)
+    reopened.close()
+    assert reopened.topic_id == topic_id
+    with open(path) as handle:
+        assert handle.read() == "version: 0\ntopic_id: ehxrLj9NTlqbjA0eLzpLXA\n"
+    again = make_log()  # its dir exists: the file is replaced as ever, atomically
+    assert again.topic_id == topic_id and again.log_end_offset == 0
+
+
+def test_a_new_partitions_leader_epochs_are_written_in_place_then_replaced(make_log):
+    log = make_log(partition=1)
+    log.append_as_leader(make_batch(1), 3, 0)  # epoch 3's entry: the first write, in place
+    log.append_as_leader(make_batch(1), 4, 0)  # later ones replace the file atomically
+    assert sorted(os.listdir(log.dir_path)) == ["00000000000000000000.log", "leader-epoch-checkpoint",
+                                                "partition.metadata"]
+    log.close()
+    reopened = open_log(log.dir_path)
+    reopened.close()
+    assert reopened.leader_epochs.entries == [(3, 0), (4, 1)]
+    with open(log.leader_epochs.path, "wb"):
+        pass  # what a crash before the first write's fsync may leave: read as no epochs
+    reopened = open_log(log.dir_path)
+    reopened.close()
+    assert reopened.leader_epochs.entries == []
+
+
+def test_restarts_leave_segments_without_index_entries_without_index_files(make_log, monkeypatch):
+    # An index with no entries has no file (issue 34): after a clean stop or a kill -9, a missing
+    # index is read as empty, and a segment holding index entries is not rebuilt for it.
+    config = LogConfig(segment_bytes=1_200, index_interval_bytes=300)
+    log = make_log(config)
+    fill(log, 4)  # the first segment: past the index interval, it has entries
+    log.roll()
+    for _ in range(3):  # small segments: a batch each, under the interval
+        fill(log, 1)
+        log.roll()
+    fill(log, 1)
+    expected = decode_records(read_all(log))
+    indexed = {s.base_offset for s in log.segments if len(s.offset_index)}
+    assert indexed == {0}
+    log.flush()
+    recovery_point = log.recovery_point
+    log.close()
+
+    def index_files() -> list[str]:
+        return sorted(n for n in os.listdir(log.dir_path) if n.endswith(".index"))
+
+    assert index_files() == ["00000000000000000000.index"]
+    rebuilt = count_rebuilds(monkeypatch)
+    for kwargs in ({"clean": True}, {"recovery_point": recovery_point}):
+        reopened = open_log(log.dir_path, config, **kwargs)
+        try:
+            assert decode_records(read_all(reopened)) == expected
+            assert reopened.append_as_leader(make_batch(1), 0, 0).base_offset == reopened.log_end_offset - 1
+            reopened.truncate_to(reopened.log_end_offset - 1)
+        finally:
+            reopened.close()
+        assert index_files() == ["00000000000000000000.index"]
+        if kwargs.get("clean"):
+            assert rebuilt == [], "nothing lost, nothing rebuilt"
+        else:  # kill -9: only the active segment, above the recovery point, is scanned again
+            assert rebuilt == [reopened.segments[-1].base_offset]
+        rebuilt.clear()

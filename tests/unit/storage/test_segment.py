@@ -10,7 +10,7 @@ from minikafka.storage.dir_io import guard
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.segment import Segment
 from protocol.records import set_base_offset, validate_batches
-from tests.unit.storage.helpers import decode_batches, make_batch
+from tests.unit.storage.helpers import count_rebuilds, decode_batches, make_batch
 
 
 @pytest.fixture
@@ -30,11 +30,90 @@ def append(segment: Segment, count: int, offset: int, timestamp: int = 0, value_
     return len(data)
 
 
+def open_files(path) -> list[str]:
+    """Names of the files this process holds open in ``path`` (from /proc)."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:  # the listing's own fd, closed by now
+            continue
+        if os.path.dirname(target) == str(path):
+            names.append(os.path.basename(target))
+    return sorted(names)
+
+
 def test_files_are_named_after_the_base_offset(segment, tmp_path):
-    assert sorted(os.listdir(tmp_path)) == [
-        "00000000000000001000.index", "00000000000000001000.log", "00000000000000001000.timeindex"
-    ]
+    # A new segment is its .log alone: an index gets its file with its first entry (issue 34).
+    assert os.listdir(tmp_path) == ["00000000000000001000.log"]
+    assert open_files(tmp_path) == ["00000000000000001000.log"]
     assert segment.next_offset == 1_000 and segment.size == 0 and segment.find(1_000) is None
+
+
+def test_index_files_come_with_their_first_entry_and_close_when_the_segment_is_sealed(segment, tmp_path):
+    first = append(segment, 2, 1_000, timestamp=10)
+    second = append(segment, 2, 1_002, timestamp=20)  # the first batch alone is under the index interval
+    assert len(segment.offset_index) == 0 and os.listdir(tmp_path) == ["00000000000000001000.log"]
+    append(segment, 2, 1_004, timestamp=30)  # two batches past 300 bytes: an entry
+    assert len(segment.offset_index) == 1
+    every = ["00000000000000001000.index", "00000000000000001000.log", "00000000000000001000.timeindex"]
+    assert sorted(os.listdir(tmp_path)) == every == open_files(tmp_path)
+    segment.on_become_inactive()
+    assert open_files(tmp_path) == ["00000000000000001000.log"]  # sealed: lookups use the memory copies
+    assert segment.find(1_005) == segment.find(1_004) == first + second
+    assert segment.find_timestamp(25, 0) == (1_004, 30)
+    # A follower cutting the segment back below its first entry: no entries, no files.
+    segment.truncate_to(1_002)
+    assert len(segment.offset_index) == 0 and os.listdir(tmp_path) == ["00000000000000001000.log"]
+    assert open_files(tmp_path) == ["00000000000000001000.log"]
+    append(segment, 2, 1_002, timestamp=40)
+    append(segment, 2, 1_004, timestamp=50)  # written again: the files and their fds come back
+    assert sorted(os.listdir(tmp_path)) == every == open_files(tmp_path)
+    assert segment.find_timestamp(45, 0) == (1_004, 50)
+
+
+def reopen(tmp_path, base: int = 1_000) -> Segment:
+    return Segment.open(str(tmp_path), base, guard(str(tmp_path), LogDirFailureChannel()), 300)
+
+
+def test_a_segment_without_index_files_loads_as_one_without_entries(segment, tmp_path, monkeypatch):
+    append(segment, 2, 1_000, timestamp=10)
+    append(segment, 2, 1_002, timestamp=20)
+    segment.on_become_inactive()  # the time index gets the max timestamp; the offset index none
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000001000.log", "00000000000000001000.timeindex"]
+    segment.close()
+    rebuilt = count_rebuilds(monkeypatch)
+    reopened = reopen(tmp_path)
+    try:
+        assert reopened.next_offset == 1_004 and reopened.max_timestamp == 21
+        assert reopened.find(1_003) == reopened.find(1_002) > 0
+        assert rebuilt == [], "a missing index is an empty one, not a lost one"
+        assert sorted(os.listdir(tmp_path)) == ["00000000000000001000.log", "00000000000000001000.timeindex"]
+    finally:
+        reopened.close()
+
+
+def test_a_lost_index_of_a_segment_large_enough_to_have_entries_is_rebuilt(segment, tmp_path, monkeypatch):
+    offset = 1_000
+    for i in range(12):
+        append(segment, 2, offset, timestamp=i * 10)
+        offset += 2
+    segment.on_become_inactive()
+    with open(segment.offset_index.file.path, "rb") as handle:
+        index_bytes = handle.read()
+    segment.close()
+    rebuilt = count_rebuilds(monkeypatch)
+    reopened = reopen(tmp_path)
+    reopened.close()
+    assert rebuilt == [], "intact indexes are read, not rebuilt"
+    os.unlink(segment.offset_index.file.path)
+    reopened = reopen(tmp_path)
+    try:
+        assert reopened.find(1_010) is not None and rebuilt == [1_000]
+        with open(segment.offset_index.file.path, "rb") as handle:
+            assert handle.read() == index_bytes
+    finally:
+        reopened.close()
 
 
 def test_append_find_and_slice(segment):
@@ -88,9 +167,8 @@ def test_inactive_segment_records_its_max_timestamp_and_can_be_deleted(segment, 
     segment.on_become_inactive()
     assert segment.time_index.last_entry() == (50, 1_000)
     segment.rename_for_delete()
-    assert sorted(os.listdir(tmp_path)) == [
-        "00000000000000001000.index.deleted", "00000000000000001000.log.deleted",
-        "00000000000000001000.timeindex.deleted",
+    assert sorted(os.listdir(tmp_path)) == [  # too small for an offset index entry: no .index
+        "00000000000000001000.log.deleted", "00000000000000001000.timeindex.deleted",
     ]
     piece = segment.slice(0, segment.size)
     segment.delete()
