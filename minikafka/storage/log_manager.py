@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from minikafka.storage.background_io import INLINE_IO, BackgroundIo
 from minikafka.storage.checkpoints import (
@@ -175,6 +175,33 @@ def _startup_problem(log_dir: str, first_start: bool) -> OSError | None:
     return None
 
 
+@dataclass
+class _Placement:
+    """What choosing a new replica's dir weighs, measured once for a batch of creations
+    (``LogManager.creating_many``) and kept current by the creations themselves: a new log adds a
+    partition and no bytes. Bytes appended meanwhile elsewhere are not seen until the next batch."""
+
+    room: dict[str, int]  # usable bytes per dir
+    placed: dict[str, int]  # bytes of the replicas per dir
+    partitions: dict[str, int]  # replicas per dir
+    per_topic: dict[str, dict[str, int]] = field(default_factory=dict)  # topic -> replicas per dir
+
+    def of_topic(self, topic: str, logs: dict[TopicPartition, Log]) -> dict[str, int]:
+        counts = self.per_topic.get(topic)
+        if counts is None:
+            counts = self.per_topic[topic] = {}
+            for (log_topic, _), log in logs.items():
+                if log_topic == topic:
+                    counts[log.log_dir] = counts.get(log.log_dir, 0) + 1
+        return counts
+
+    def created(self, log_dir: str, topic: str) -> None:
+        self.partitions[log_dir] = self.partitions.get(log_dir, 0) + 1
+        counts = self.per_topic.get(topic)
+        if counts is not None:
+            counts[log_dir] = counts.get(log_dir, 0) + 1
+
+
 class LogManager:
     """Owns the broker's log dirs: their locks, meta.properties and directory ids, the
     offset checkpoint files, placement of new logs, loading/recovery at startup, retention
@@ -206,6 +233,8 @@ class LogManager:
         # Logs created while ``creating_many`` is open, not fsynced yet (see there).
         self._creating_many = 0
         self._unsynced: list[Log] = []
+        # While ``creating_many`` is open: what placement weighs, measured once for the batch.
+        self._placement: _Placement | None = None
         self.directory_ids: dict[str, uuid.UUID] = {}
         self._guards = {d: DirGuard(d, failure_channel) for d in self.log_dirs}
         self._lock_fds: dict[str, int] = {}
@@ -487,21 +516,28 @@ class LogManager:
         live = self.live_dirs
         if not live:
             raise NoLiveLogDirError("no live log dir to place a new partition in")
-        room = self.free_room()
+        placement = self._placement if self._placement is not None else self._measure_placement()
+        if self._creating_many:
+            self._placement = placement
+        room = placement.room
         eligible = [d for d in live if room.get(d, -1) >= self.min_free_bytes]
         if not eligible:
             raise NoLiveLogDirError(
                 f"no live log dir has log.dir.min.free.bytes={self.min_free_bytes} bytes free: " + ", ".join(
                     f"{d}: {room[d]} usable" if d in room else f"{d}: unreadable" for d in live))
-        per_topic = dict.fromkeys(eligible, 0)
-        overall = dict.fromkeys(eligible, 0)
-        for (log_topic, _), log in self.logs.items():
-            if log.log_dir in overall:
-                overall[log.log_dir] += 1
-                if log_topic == topic:
-                    per_topic[log.log_dir] += 1
-        placed = {d: self.placed_bytes(d) for d in eligible}
-        return min(eligible, key=lambda d: (per_topic[d], -room[d], placed[d], overall[d], self.log_dirs.index(d)))
+        per_topic = placement.of_topic(topic, self.logs)
+        overall, placed = placement.partitions, placement.placed
+        return min(eligible, key=lambda d: (per_topic.get(d, 0), -room[d], placed.get(d, 0), overall.get(d, 0),
+                                            self.log_dirs.index(d)))
+
+    def _measure_placement(self) -> _Placement:
+        """Each dir's room, placed bytes and partition count: a pass over every log, which a
+        CreateTopics of thousands of partitions made once per partition (the ten-thousandth
+        partition took 35 ms to place where the first took 9)."""
+        partitions: dict[str, int] = {}
+        for log in self.logs.values():
+            partitions[log.log_dir] = partitions.get(log.log_dir, 0) + 1
+        return _Placement(self.free_room(), {d: self.placed_bytes(d) for d in self.live_dirs}, partitions)
 
     def get_or_create_log(
         self, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig | None = None,
@@ -528,6 +564,8 @@ class LogManager:
                          self.background, sync=not deferred)
         if deferred:
             self._unsynced.append(log)
+        if self._placement is not None:
+            self._placement.created(target, topic)
         self.logs[key] = log
         return log
 
@@ -544,6 +582,7 @@ class LogManager:
         finally:
             self._creating_many -= 1
             if not self._creating_many:
+                self._placement = None
                 await self._sync_created()
 
     async def _sync_created(self) -> None:

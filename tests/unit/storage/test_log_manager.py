@@ -127,6 +127,30 @@ def test_placement_spreads_partitions_over_dirs(dirs, managers):
     assert os.path.isdir(os.path.join(dirs[1], "b-1"))
 
 
+async def test_a_batch_of_creations_weighs_the_dirs_once_and_places_as_one_by_one(dirs, managers, monkeypatch):
+    manager = start(dirs, managers)
+    for partition in range(4):
+        manager.get_or_create_log("old", partition, TOPIC_B)
+    measured = 0
+    measure = manager._measure_placement
+
+    def counted():
+        nonlocal measured
+        measured += 1
+        return measure()
+    monkeypatch.setattr(manager, "_measure_placement", counted)
+    async with manager.creating_many():
+        placed = [manager.get_or_create_log("a", p, TOPIC_A).log_dir for p in range(9)]
+        manager.get_or_create_log("b", 0, TOPIC_B)
+    assert measured == 1, "every existing log was looked at once for the batch, not once per new log"
+    # A topic still spreads over the dirs, each new one counted: d1 held 2 of "old", d2 and d3 1.
+    assert sorted(placed) == sorted(dirs * 3)
+    assert manager.dir_of("b", 0) == dirs[1]
+    # Once the batch is over, a creation measures again (what changed since is seen).
+    manager.get_or_create_log("c", 0, TOPIC_B)
+    assert measured == 2
+
+
 def test_placement_skips_offline_dirs(dirs, managers):
     channel = LogDirFailureChannel()
     manager = start(dirs, managers, channel=channel)
