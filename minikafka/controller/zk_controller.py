@@ -159,17 +159,27 @@ class ZkController:
             # What this controller decided last (the handover of its own broker's leaderships, when
             # it stops cleanly) reaches the other brokers before its channels close: a new leader
             # whose metadata still named this broker sent producers back here, until the next
-            # controller, elected once this one's ZooKeeper session closes, told it otherwise.
+            # controller told it otherwise.
             # Its own broker is stopping (its listener is closed by now), as are those shutting down.
             late = await self.channels.drain(CHANNEL_DRAIN_S, skip={self.broker_id, *self.state.shutting_down})
             if late:
                 log.warning("stopping with requests to brokers %s undelivered after %.0f s; the next controller "
                             "sends them what they miss", late, CHANNEL_DRAIN_S)
+        was_active = self.active
         for task in (self._task, self._rebalance_task):
             if task is not None:
                 task.cancel()
         await asyncio.gather(*(t for t in (self._task, self._rebalance_task) if t is not None),
                              return_exceptions=True)
+        if was_active:
+            # Its broker stays registered until it has closed its logs: the next controller is
+            # elected now rather than once that registration's session ends (and not this one
+            # again: its events are no longer handled).
+            try:
+                await self.zk.resign_controller(self.broker_id)
+            except Exception as exc:  # ZooKeeper unreachable: the session's end frees /controller
+                log.info("could not give up the controller's place in ZooKeeper (%s); the next controller is "
+                         "elected once this broker's session ends", exc)
         await self.channels.close()
 
     async def _run(self) -> None:

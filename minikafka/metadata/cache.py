@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 NO_LEADER = -1
 
@@ -143,6 +143,20 @@ class MetadataCache:
         merged = dict(old.partitions) if old is not None and old.topic_id == topic_id else {}
         merged.update(partitions)
         self.put_topic(TopicMetadata(name, topic_id, merged))
+
+    def advance_partitions(self, name: str, topic_id: uuid.UUID, partitions: Mapping[int, PartitionMetadata]) -> None:
+        """Take the given partitions' states where they are of a newer leader epoch than the
+        cache's, for a topic the cache knows under ``topic_id`` (offline replicas kept): a
+        LeaderAndIsr reaches a broker a moment before the UpdateMetadata that says the same,
+        and clients asking meanwhile were sent to the leader before."""
+        old = self._topics.get(name)
+        if old is None or old.topic_id != topic_id:
+            return
+        newer = {index: replace(state, offline_replicas=known.offline_replicas)
+                 for index, state in partitions.items()
+                 if (known := old.partitions.get(index)) is not None and state.leader_epoch > known.leader_epoch}
+        if newer:
+            self.update_partitions(name, topic_id, newer)
 
     def remove_topic(self, name: str) -> None:
         old = self._topics.pop(name, None)

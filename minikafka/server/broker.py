@@ -530,6 +530,8 @@ class Broker:
         await self.security.stop()
         await self.log_manager.background.drain()
         self.log_manager.shutdown()
+        if self.membership is not None:
+            await self.membership.leave()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
         log.info("broker %d stopped cleanly", self.config.broker_id)

@@ -616,11 +616,18 @@ class ClusterMembership:
         return len(remaining)
 
     async def stop(self) -> None:
+        """Stop controlling and every task; the registration stays until ``leave``."""
         self._stopping = True
         await self.controller.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def leave(self) -> None:
+        """End the ZooKeeper session, and with it the registration: a stopping broker's last
+        step, as in Kafka. Clients moving their partitions away still find it in Metadata,
+        leading nothing, while it closes its logs; dropped from Metadata while they move, it made
+        librdkafka park a partition on its internal broker until its next one-second scan."""
         await self.zk.close()
 
 
