@@ -68,17 +68,7 @@ class ControllerCommands:
         if any(self._new_replicas(command) for command in commands):
             # A reassignment's copies start now; the throttles written for them come first.
             await self.catch_up_configs()
-        results = await self.leadership.become_leader_or_follower(commands, self.topic_configs)
-        # This broker's Metadata answers follow its replicas at once (the UpdateMetadata saying the
-        # same comes later): clients leaving a stopping broker ask the others where to go.
-        by_topic: dict[tuple[str, uuid.UUID], dict[int, PartitionMetadata]] = {}
-        for command in commands:
-            if results.get((command.topic, command.index)) == ErrorCode.NONE:
-                by_topic.setdefault((command.topic, command.topic_id), {})[command.index] = PartitionMetadata(
-                    command.leader, command.leader_epoch, command.replicas, command.isr)
-        for (name, topic_id), states in by_topic.items():
-            self.metadata.advance_partitions(name, topic_id, states)
-        return results
+        return await self.leadership.become_leader_or_follower(commands, self.topic_configs)
 
     def _new_replicas(self, command: PartitionCommand) -> bool:
         """Whether the command makes a replica here or gives the partition other replicas."""

@@ -61,14 +61,14 @@ def write_atomically(path: str, data: bytes, io: DirGuard, sync: bool = True) ->
     Without ``sync`` neither the file nor its dir is fsynced: the caller fsyncs both later."""
     tmp = path + ".tmp"
     with io:
-        _write_file(tmp, data, os.O_TRUNC, sync)
+        _write_file(tmp, data, sync)
         os.replace(tmp, path)
     if sync:
         fsync_dir(os.path.dirname(path) or ".", io)
 
 
-def _write_file(path: str, data: bytes, flags: int, sync: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
+def _write_file(path: str, data: bytes, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -209,6 +209,6 @@ def write_new_file(path: str, data: bytes, io: DirGuard, sync: bool = True) -> N
     (a file left torn by a crash, only possible before its fsync, reads as malformed and is
     written again). Without ``sync`` neither the file nor its dir is fsynced."""
     with io:
-        _write_file(path, data, os.O_TRUNC, sync)
+        _write_file(path, data, sync)
     if sync:
         fsync_dir(os.path.dirname(path) or ".", io)

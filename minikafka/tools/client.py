@@ -339,10 +339,14 @@ class Cluster:
                 return self.connection(broker).request(api_key, body)[1]
             except RequestFailed as exc:
                 errors.append(exc)
-                dropped = self.connections.pop(broker, None)
-                if dropped is not None:
-                    dropped.close()
+                self._drop(broker)
         raise _failure("no broker answered", errors)
+
+    def _drop(self, broker: int) -> None:
+        """Forget a broker's connection that failed (the next request opens a new one)."""
+        dropped = self.connections.pop(broker, None)
+        if dropped is not None:
+            dropped.close()
 
     def ask_controller(self, api_key: int, body: dict[str, Any]) -> Any:
         """The controller's response, for the requests Kafka serves there alone in ZooKeeper mode
@@ -363,9 +367,7 @@ class Cluster:
         try:
             return self.connection(self.controller).request(api_key, body)[1]
         except RequestFailed:
-            dropped = self.connections.pop(self.controller, None)
-            if dropped is not None:
-                dropped.close()
+            self._drop(self.controller)
             raise
 
     def close(self) -> None:

@@ -10,17 +10,10 @@ from protocol.typed.produce import NodeEndpoint
 
 
 def current_leader(ctx: BrokerContext, topic: str, index: int) -> tuple[int, int] | None:
-    """The partition's leader and leader epoch as this broker knows them best: the controller's
-    LeaderAndIsr that made this replica a follower arrives before its UpdateMetadata, and in a
-    controlled shutdown the broker may close before the latter; a hint naming this broker again
-    would send the client back here until it learned otherwise from Metadata."""
+    """The partition's leader and leader epoch in this broker's metadata, which a LeaderAndIsr
+    advances at once (ReplicaManager._metadata_follows); None while it has no live leader."""
     known = ctx.metadata.partition(topic, index)
-    best = (known.leader, known.leader_epoch) if known is not None and known.available else None
-    replica = ctx.replica_manager.get_partition(topic, index)
-    if replica is not None and not replica.is_leader and replica.leader_id >= 0 \
-            and (best is None or replica.leader_epoch > best[1]):
-        best = (replica.leader_id, replica.leader_epoch)
-    return best
+    return (known.leader, known.leader_epoch) if known is not None and known.available else None
 
 
 def node_endpoints(ctx: BrokerContext, leaders: Iterable[int]) -> list[NodeEndpoint]:
