@@ -97,6 +97,9 @@ UNCLEAN_CONFIG = "unclean.leader.election.enable"
 UNCLEAN_RETRY_S, UNCLEAN_ATTEMPTS = 2.0, 15
 # How long a stopping controller waits for its last requests to reach the brokers.
 CHANNEL_DRAIN_S = 2.0
+# How long a stopping controller tries to give up /controller: kazoo holds a request while
+# ZooKeeper is away, and a broker stopping because it cannot reach ZooKeeper must not wait for it.
+RESIGN_WAIT_S = 2.0
 # An event that takes this long (every other waits meanwhile) is logged with its name.
 SLOW_EVENT_S = 5.0
 # AlterPartition's answer for one partition: an error, or the partition's state as recorded.
@@ -176,10 +179,11 @@ class ZkController:
             # elected now rather than once that registration's session ends (and not this one
             # again: its events are no longer handled).
             try:
-                await self.zk.resign_controller(self.broker_id)
+                await asyncio.wait_for(self.zk.resign_controller(self.broker_id), RESIGN_WAIT_S)
             except Exception as exc:  # ZooKeeper unreachable: the session's end frees /controller
+                reason = f"no answer within {RESIGN_WAIT_S:.0f} s" if isinstance(exc, TimeoutError) else str(exc)
                 log.info("could not give up the controller's place in ZooKeeper (%s); the next controller is "
-                         "elected once this broker's session ends", exc)
+                         "elected once this broker's session ends", reason)
         await self.channels.close()
 
     async def _run(self) -> None:
