@@ -10,6 +10,8 @@ segment files with sendfile, like any fetch. A response is read into the connect
 buffer, parsed in place, and each partition's batches are written to its log from there; while
 a follower is far behind (every new end below the leader's high watermark) the next Fetch goes
 out before those writes, so that the leader sends while this broker writes (``may_fetch_ahead``).
+A partition its leader answers with an error for sits out a while on its own, briefly when that
+leader has only not yet heard of its leadership (``_Followed.failed``); the others go on.
 Event-loop thread only.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Mapping
@@ -50,6 +53,14 @@ FETCH_REPLICA_STATE_FROM = 15  # the follower's id and broker epoch move into Re
 # Room in the receive buffer beyond replica.fetch.response.max.bytes for the response's own
 # fields; a larger response (one batch over the limit) grows the buffer.
 RESPONSE_OVERHEAD = 64 * 1024
+# A leader that answers as if it did not lead the partition yet (its LeaderAndIsr is still on its
+# way; the controller sends them to every broker at once) is asked again after this, doubling up
+# to replica.fetch.backoff.ms. Waiting the whole backoff, as Kafka's follower does, held every
+# acks=all produce to the partition for that second in a rolling restart.
+LEADER_BEHIND_RETRY_S = 0.01
+# Partition errors of a leader that has not yet heard of the leadership this follower has.
+LEADER_BEHIND = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,24 @@ class _Followed:
     # Whether the last fetch brought the log up to the leader's high watermark: a throttled
     # replica that is caught up is not held back (KIP-73).
     in_sync: bool = False
+    # After an error the partition sits out the fetches until this time (time.monotonic()); the
+    # fetcher's other partitions go on.
+    retry_at: float = 0.0
+    failures: int = 0  # errors in a row
+
+    def ready(self, now: float) -> bool:
+        return self.retry_at <= now
+
+    def failed(self, error: ErrorCode, backoff_s: float, now: float) -> None:
+        """Sit out until the leader may answer otherwise: soon when it is only behind this
+        follower's news, replica.fetch.backoff.ms otherwise."""
+        delay = min(LEADER_BEHIND_RETRY_S * 2 ** self.failures, backoff_s) if error in LEADER_BEHIND else backoff_s
+        self.failures += 1
+        self.retry_at = now + delay
+
+    def answered(self) -> None:
+        self.failures = 0
+        self.retry_at = 0.0
 
 
 def may_fetch_ahead(new_ends: list[tuple[int, int]]) -> bool:
@@ -165,10 +194,17 @@ class LeaderFetcher:
             async with asyncio.timeout(self.config.backoff_ms / 1000 if seconds is None else seconds):
                 await self.changed.wait()
 
+    def _until_one_ready(self, now: float) -> float | None:
+        """Seconds until the first partition sitting out after an error may be asked again;
+        None when none is sitting out."""
+        waiting = [f.retry_at for f in self.partitions.values() if not f.ready(now)]
+        return max(min(waiting) - now, 0.0) if waiting else None
+
     async def _truncate(self, client: BrokerClient) -> bool:
         """Truncate every newly followed partition to the leader's history; True if any was
-        pending (so the loop comes back here before fetching it)."""
-        pending = {tp: f for tp, f in self.partitions.items() if not f.truncated}
+        asked for (so the loop comes back here before fetching it)."""
+        now = time.monotonic()
+        pending = {tp: f for tp, f in self.partitions.items() if not f.truncated and f.ready(now)}
         if not pending:
             return False
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -181,21 +217,26 @@ class LeaderFetcher:
             "replica_id": self.config.broker_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
         }, self.config.request_timeout_ms / 1000)
-        retry = False
+        self._epoch_ends_answered(response, time.monotonic())
+        return True
+
+    def _epoch_ends_answered(self, response: Any, now: float) -> None:
+        """Truncate each partition the OffsetForLeaderEpoch ``response`` answers for; one the
+        leader cannot answer for yet sits out a while (``_Followed.failed``), the others go on."""
         for topic in response.topics:
             for answer in topic.partitions:
                 pending_one = self.partitions.get((topic.topic, answer.partition))
                 if pending_one is None or pending_one.truncated:
                     continue
                 if answer.error_code != ErrorCode.NONE:
-                    retry = True
-                    log.info("%s-%d: leader %d cannot tell its epoch end offsets yet (%s)", topic.topic,
-                             answer.partition, self.leader_id, ErrorCode(answer.error_code).name)
+                    error = ErrorCode(answer.error_code)
+                    if pending_one.failures == 0:  # once per wait, not once per retry
+                        log.info("%s-%d: leader %d cannot tell its epoch end offsets yet (%s); asking again",
+                                 topic.topic, answer.partition, self.leader_id, error.name)
+                    pending_one.failed(error, self.config.backoff_ms / 1000, now)
                     continue
+                pending_one.answered()
                 self._truncate_one(pending_one, answer.leader_epoch, answer.end_offset)
-        if retry:
-            await self._pause()
-        return True
 
     def _truncate_one(self, followed: _Followed, leader_epoch: int, leader_end: int) -> None:
         partition = followed.partition
@@ -223,8 +264,9 @@ class LeaderFetcher:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         offsets: dict[TopicPartition, int] = {}
         held_back = False
+        now = time.monotonic()
         for key, followed in self.partitions.items():
-            if not followed.truncated:
+            if not followed.truncated or not followed.ready(now):
                 continue
             # Throttled replicas that are catching up sit this fetch out while the throttle is
             # spent; the others of this leader are fetched as usual.
@@ -243,6 +285,9 @@ class LeaderFetcher:
         if held_back:
             # Come back for the held-back replicas as soon as the throttle has room again.
             max_wait_ms = min(max_wait_ms, int(throttle.wait_seconds() * 1000))
+        sitting_out = self._until_one_ready(now)
+        if sitting_out is not None:  # and for those sitting out after an error, once they may ask again
+            max_wait_ms = min(max_wait_ms, int(sitting_out * 1000))
         ids = {followed.partition.topic: followed.partition.topic_id for followed in self.partitions.values()}
         version = self.config.fetch_version
         if version >= FETCH_TOPIC_IDS_FROM and any(ids.get(topic, ZERO_UUID) == ZERO_UUID for topic in by_topic):
@@ -270,8 +315,12 @@ class LeaderFetcher:
         if sent is None:
             await client.connect()
             sent = self._send_fetch(client)
-            if sent is None:
-                await self._pause(self.replica_manager.replication_throttles.follower.wait_seconds())
+            if sent is None:  # every partition waits: sitting out after an error, or held back by the throttle
+                now = time.monotonic()
+                waits = [self._until_one_ready(now)]
+                if any(f.ready(now) for f in self.partitions.values()):
+                    waits.append(self.replica_manager.replication_throttles.follower.wait_seconds())
+                await self._pause(min((w for w in waits if w is not None), default=None))
                 return
         payload = await client.receive(sent.correlation_id, sent.timeout_s)
         try:
@@ -282,7 +331,8 @@ class LeaderFetcher:
             await self._pause()
 
     def _store(self, client: BrokerClient, sent: _SentFetch, payload: memoryview) -> bool:
-        """Append what the Fetch response brought; True when the fetcher should back off."""
+        """Append what the Fetch response brought; True when the whole fetcher should back off
+        (the response failed as a whole: a partition that failed sits out on its own)."""
         try:
             response = parse_fetch_response(payload, sent.version)
         except MalformedResponse as exc:
@@ -302,7 +352,7 @@ class LeaderFetcher:
                     or followed.partition.log.log_end_offset != sent.offsets.get(key)):
                 continue
             if answer.error_code != ErrorCode.NONE:
-                backoff |= not self._fetch_failed(followed, answer)
+                self._fetch_failed(followed, answer)
                 continue
             records, end = whole_batches(answer.records or memoryview(b""))
             appends.append((followed, answer, records))
@@ -313,11 +363,11 @@ class LeaderFetcher:
         if not backoff and not self.stopped and not client.login_due and may_fetch_ahead(below_high_watermark):
             self._in_flight = self._send_fetch(client, claimed)
         for followed, answer, records in appends:
-            backoff |= not self._append(followed, answer, records)
+            self._append(followed, answer, records)
         return backoff
 
-    def _append(self, followed: _Followed, answer: FetchedPartition, records: memoryview) -> bool:
-        """Store one partition's fetched batches; False when the fetcher should back off."""
+    def _append(self, followed: _Followed, answer: FetchedPartition, records: memoryview) -> None:
+        """Store one partition's fetched batches; one that cannot be stored sits out a while."""
         partition = followed.partition
         high_watermark = partition.log.high_watermark
         try:
@@ -335,33 +385,31 @@ class LeaderFetcher:
             followed.in_sync = partition.log.log_end_offset >= answer.high_watermark
             if partition.log.high_watermark != high_watermark:
                 self.replica_manager.follower_high_watermark_moved(partition)
+            followed.answered()
         except KafkaStorageError as exc:
             log.error("%s-%d: cannot store replicated records: %s", partition.topic, partition.index, exc)
-            return False
+            followed.failed(ErrorCode.KAFKA_STORAGE_ERROR, self.config.backoff_ms / 1000, time.monotonic())
         except (CorruptRecordError, UnsupportedMagic) as exc:
             log.error("%s-%d: leader %d sent records that cannot be appended (%s); truncating again",
                       partition.topic, partition.index, self.leader_id, exc)
             followed.truncated = False
-            return False
-        return True
+            followed.failed(ErrorCode.CORRUPT_MESSAGE, self.config.backoff_ms / 1000, time.monotonic())
 
-    def _fetch_failed(self, followed: _Followed, answer: FetchedPartition) -> bool:
-        """React to a partition's Fetch error; False when the fetcher should back off."""
+    def _fetch_failed(self, followed: _Followed, answer: FetchedPartition) -> None:
+        """React to a partition's Fetch error: it sits out a while (``_Followed.failed``)."""
         partition = followed.partition
         error = ErrorCode(answer.error_code)
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._out_of_range(followed, answer)
-            return True
-        if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR,
-                     # Fetch v13 on: a leader that has not yet heard of the topic's id from the controller.
-                     ErrorCode.UNKNOWN_TOPIC_ID):
-            # The controller's next LeaderAndIsr tells who leads now.
+            return
+        if error in LEADER_BEHIND or error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR):
+            # The leader has not yet heard of this follower's leadership news (LEADER_BEHIND), or
+            # this follower not of the leader's: the controller's LeaderAndIsr settles it.
             log.debug("%s-%d: leader %d answered %s", partition.topic, partition.index, self.leader_id, error.name)
-            return False
-        log.warning("%s-%d: fetch from leader %d failed: %s", partition.topic, partition.index, self.leader_id,
-                    error.name)
-        return False
+        else:
+            log.warning("%s-%d: fetch from leader %d failed: %s", partition.topic, partition.index, self.leader_id,
+                        error.name)
+        followed.failed(error, self.config.backoff_ms / 1000, time.monotonic())
 
     def _out_of_range(self, followed: _Followed, answer: FetchedPartition) -> None:
         """Our log end is outside the leader's log: below its start (it deleted what we miss:
