@@ -82,7 +82,8 @@ def _racks_incomplete(name: str, live: dict[int, str | None], exc: RacksIncomple
 
 class ZkClusterAdmin(ClusterControl):
     def __init__(self, config: BrokerConfig, zk: KafkaZk, metadata: MetadataCache,
-                 apply_broker_configs: Callable[[], None], preferred_log_dirs: dict[tuple[str, int], str]) -> None:
+                 apply_broker_configs: Callable[[], None], preferred_log_dirs: dict[tuple[str, int], str],
+                 producer_ids_from_controller: Callable[[], Awaitable[range]] | None = None) -> None:
         self.config = config
         self.zk = zk
         self.metadata = metadata
@@ -92,8 +93,8 @@ class ZkClusterAdmin(ClusterControl):
         self._next_producer_index = 0
         self._producer_id_lock = asyncio.Lock()
         # From inter.broker.protocol.version 3.0-IV0 the controller hands out producer id blocks
-        # (KIP-730): the broker's way to ask it, set once it is a member of the cluster.
-        self.producer_ids_from_controller: Callable[[], Awaitable[range]] | None = None
+        # (KIP-730): the broker's way to ask it (None: ZooKeeper's /latest_producer_id_block only).
+        self.producer_ids_from_controller = producer_ids_from_controller
         # The log manager's: it creates a replica in the dir asked for before the replica existed.
         self.preferred_log_dirs = preferred_log_dirs
 

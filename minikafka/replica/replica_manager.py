@@ -143,7 +143,8 @@ class ReplicaManager:
 
     def __init__(self, broker_id: int, log_manager: LogManager, *, internal_topics: frozenset[str] = frozenset(),
                  metadata: MetadataCache | None = None, replica_selector: ReplicaSelector | None = None,
-                 rebuild_missing_replicas: bool = False) -> None:
+                 rebuild_missing_replicas: bool = False, propose_isr: IsrProposer | None = None,
+                 on_replica_placed: Callable[[Partition], None] | None = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -154,7 +155,7 @@ class ReplicaManager:
         # How a leader's ISR change is recorded (cluster mode: through the controller, or a
         # conditional ZooKeeper write below inter.broker.protocol.version 2.7-IV2);
         # None accepts it at once (the embedded mode, where the ISR is the leader alone).
-        self.propose_isr: IsrProposer | None = None
+        self.propose_isr = propose_isr
         # What the cluster knows, to tell "not hosted here" (NOT_LEADER_OR_FOLLOWER) from "no such partition".
         self.metadata = metadata
         # Cluster mode: a replica that existed before but is in no log dir is re-created empty when
@@ -163,7 +164,7 @@ class ReplicaManager:
         self.rebuild_missing_replicas = rebuild_missing_replicas
         # Told where each hosted replica's log is (created, opened or moved), to report it to the
         # controller (KIP-858).
-        self.on_replica_placed: Callable[[Partition], None] | None = None
+        self.on_replica_placed = on_replica_placed
         # KIP-73: which replicas' replication is throttled, and at what rate (both directions).
         self.replication_throttles = ReplicationThrottles(broker_id)
         # KIP-392 (replica.selector.class): which replica a consumer naming its rack reads from;

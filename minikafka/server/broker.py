@@ -40,6 +40,7 @@ from minikafka.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from minikafka.replica.leadership import Leadership
 from minikafka.replica.log_dir_failure import LogDirFailureHandler
 from minikafka.replica.log_dir_mover import LogDirMover
+from minikafka.replica.partition import IsrProposal, Partition
 from minikafka.replica.replica_manager import ReplicaManager, now_ms
 from minikafka.replica.replica_selector import replica_selector
 from minikafka.replica.replication_quota import ReplicationThrottle
@@ -122,13 +123,15 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.config.broker_id, self.log_manager, internal_topics=INTERNAL_TOPICS, metadata=self.metadata,
             replica_selector=replica_selector(self.config["replica.selector.class"]),
-            rebuild_missing_replicas=not self.config.embedded)
+            rebuild_missing_replicas=not self.config.embedded,
+            propose_isr=None if self.config.embedded else self._propose_isr,
+            on_replica_placed=None if self.config.embedded else self._replica_placed)
         self._follow_replication_throttle_rates()
         if self.config.embedded:
             self.controller: ClusterControl = self._start_embedded_controller()
         else:
             self.controller = ZkClusterAdmin(self.config, self.zk, self.metadata, self._apply_broker_configs_soon,
-                                             self.log_manager.preferred_log_dirs)
+                                             self.log_manager.preferred_log_dirs, self._producer_ids_from_controller)
         self.mover = self._create_mover()
         self.cleaner = self._create_cleaner()
         self.dir_failures = LogDirFailureHandler(
@@ -251,14 +254,9 @@ class Broker:
             on_quota_changed=self._quota_changed)
         self.dir_reports = LogDirReports(self.membership, self.log_manager, config["log.dir.failure.timeout.ms"],
                                          self.membership.controller_endpoint, self._shut_down)
-        # The replica manager exists before the cluster does (the embedded mode has none): told here
-        # where to report its replicas' dirs, before any replica is made.
-        self.replica_manager.on_replica_placed = self.dir_reports.replica_placed
         commands = ControllerCommands(config, leadership, self.metadata, self.group_coordinator,
                                       self.membership.topic_configs, self.membership.forget_topic_configs,
                                       self.membership.catch_up_configs)
-        if isinstance(self.controller, ZkClusterAdmin):
-            self.controller.producer_ids_from_controller = self.membership.allocate_producer_ids
         try:
             await self.membership.start()
         except BrokerIdTaken as exc:
@@ -269,6 +267,20 @@ class Broker:
         self.quotas.replace_all(await self.quota_store.all())
         self.dir_reports.start()
         return commands
+
+    # The replica manager and the cluster admin exist before the membership that joins the cluster
+    # (it needs them); what they ask of the cluster goes through these.
+    def _propose_isr(self, partition: Partition, proposal: IsrProposal) -> None:
+        assert self.membership is not None, "a partition led before the broker joined the cluster"
+        self.membership.propose_isr(partition, proposal)
+
+    def _replica_placed(self, partition: Partition) -> None:
+        if self.dir_reports is not None:  # none placed before joining (LeaderAndIsr places them)
+            self.dir_reports.replica_placed(partition)
+
+    async def _producer_ids_from_controller(self) -> range:
+        assert self.membership is not None, "producer ids asked for before the broker joined the cluster"
+        return await self.membership.allocate_producer_ids()
 
     async def _quota_changed(self, entity_path: str) -> None:
         entity = QuotaEntity.from_path(entity_path)

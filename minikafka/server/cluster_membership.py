@@ -129,7 +129,6 @@ class ClusterMembership:
         self.broker_epoch = await self._register()
         log.info("registered broker %d in ZooKeeper (broker epoch %d)", self.broker_id, self.broker_epoch)
         self.zk.on_state(self._session_state)
-        self.replica_manager.propose_isr = self.propose_isr
         self._seen_config_changes = set(await self.zk.children("/config/changes", self._config_changed))
         await self._apply_broker_configs()
         self.controller.start()

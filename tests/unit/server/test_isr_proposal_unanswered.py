@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from minikafka.config.broker import BrokerConfig
+from minikafka.replica.partition import IsrProposal, Partition
 from minikafka.replica.replica_manager import ReplicaManager
 from minikafka.server import cluster_membership
 from minikafka.server.cluster_membership import ClusterMembership
@@ -33,7 +34,12 @@ async def test_an_unanswered_isr_expansion_stays_pending_and_is_proposed_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     manager = LogManager([str(tmp_path / "d")], ME, "cluster", LogConfig(), LogDirFailureChannel())
     manager.startup()
-    replicas = ReplicaManager(ME, manager)
+    membership: ClusterMembership | None = None
+
+    def propose_isr(partition: Partition, proposal: IsrProposal) -> None:  # as the broker routes it
+        assert membership is not None
+        membership.propose_isr(partition, proposal)
+    replicas = ReplicaManager(ME, manager, propose_isr=propose_isr)
     config = BrokerConfig({"broker.id": str(ME), "zookeeper.connect": "127.0.0.1:1",
                            "log.dirs": str(tmp_path / "d")})
     lookups: list[int] = []
@@ -44,7 +50,6 @@ async def test_an_unanswered_isr_expansion_stays_pending_and_is_proposed_again(
         return None
     membership = ClusterMembership(config, KafkaZk("127.0.0.1:1", 4000, 1000), replicas,
                                    BrokerRegistration(ME, {}), "PLAINTEXT", controller_endpoint=no_controller_known)
-    replicas.propose_isr = membership.propose_isr  # as its start() does
     monkeypatch.setattr(cluster_membership, "CONTROLLER_RETRY_BACKOFF_S", 0.05)
     try:
         partition = replicas.become_leader("t", 0, uuid.UUID(int=7), 3, LogConfig(), isr=(ME,),
