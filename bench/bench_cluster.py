@@ -228,11 +228,34 @@ def one_rolling_restart(cluster: Cluster, topic: str) -> RollingRestart:
     """SIGTERM each broker in turn (the controller last), each back in every ISR before the next,
     while a producer sends a keyed record every 2 ms to a 6-partition RF 3 topic."""
     cluster.create_topic(topic, 6, 3, **{"min.insync.replicas": "2"})
+
+    def restart_each(note: Callable[[str], None]) -> None:
+        controller = cluster.controller_id()
+        for broker_id in sorted(cluster.brokers, key=lambda b: b == controller):
+            note(f"SIGTERM broker {broker_id}")
+            if cluster.brokers[broker_id].stop() != 0:
+                raise RuntimeError(f"broker {broker_id} did not stop cleanly")
+            note(f"broker {broker_id} exited")
+            cluster.brokers[broker_id].start()
+            note(f"broker {broker_id} started")
+            cluster.wait_for_leaders(topic, 6, isr_size=3, timeout=60)
+            note(f"broker {broker_id} back in every ISR")
+
+    run = rolling_restart_under_load(cluster.bootstrap, topic, restart_each)
+    delete_topic(cluster, topic)
+    return run
+
+
+def rolling_restart_under_load(bootstrap: str, topic: str,
+                               restart_each: Callable[[Callable[[str], None]], None]) -> RollingRestart:
+    """Run ``restart_each`` (which names each step with the function it is given) while an
+    idempotent acks=all producer sends a keyed record every 2 ms to ``topic``; Kafka's brokers
+    are measured with it too (vs_kafka.py)."""
     run = RollingRestart()
     stop = threading.Event()
 
     def produce_until_stopped() -> None:
-        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                              "enable.idempotence": True, "linger.ms": 5,
                                              "message.timeout.ms": 120000, "retry.backoff.ms": 100})
 
@@ -256,21 +279,11 @@ def one_rolling_restart(cluster: Cluster, topic: str) -> RollingRestart:
     try:
         wait_until(lambda: run.acks, 60, what="the producer's first acknowledgement")
         time.sleep(2)  # acknowledged in a steady stream before any restart
-        controller = cluster.controller_id()
-        for broker_id in sorted(cluster.brokers, key=lambda b: b == controller):
-            run.events.append((time.monotonic(), f"SIGTERM broker {broker_id}"))
-            if cluster.brokers[broker_id].stop() != 0:
-                raise RuntimeError(f"broker {broker_id} did not stop cleanly")
-            run.events.append((time.monotonic(), f"broker {broker_id} exited"))
-            cluster.brokers[broker_id].start()
-            run.events.append((time.monotonic(), f"broker {broker_id} started"))
-            cluster.wait_for_leaders(topic, 6, isr_size=3, timeout=60)
-            run.events.append((time.monotonic(), f"broker {broker_id} back in every ISR"))
+        restart_each(lambda what: run.events.append((time.monotonic(), what)))
         time.sleep(2)
     finally:
         stop.set()
         thread.join(180)
-    delete_topic(cluster, topic)
     return run
 
 

@@ -77,7 +77,7 @@ from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
-from bench.bench_cluster import one_create_topics  # noqa: E402
+from bench.bench_cluster import one_create_topics, rolling_restart_under_load  # noqa: E402
 from bench.bench_txn import transactional  # noqa: E402
 from bench.run import MiB, consume, produce  # noqa: E402
 from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, Cluster  # noqa: E402
@@ -821,6 +821,32 @@ def create_topics_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     return {"answer_s": answered, "led_s": led}
 
 
+def rolling_restart_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """bench_cluster.py's rolling restart on three brokers of each kind: SIGTERM each in turn (the
+    controller last), each back in every ISR before the next, under an idempotent acks=all
+    producer; the slowest acknowledgement of records sent from the first SIGTERM on, and the p99."""
+    topic = f"rolling-restart-{run}"
+    side.create_topic(topic, 6, 3, **{"min.insync.replicas": "2"})
+
+    def restart_each(note: Callable[[str], None]) -> None:
+        controller = side.metadata(None).controller_id
+        for broker in sorted(side.brokers, key=lambda b: b.broker_id == controller):
+            note(f"SIGTERM broker {broker.broker_id}")
+            broker.stop()
+            note(f"broker {broker.broker_id} exited")
+            broker.start()
+            note(f"broker {broker.broker_id} started")
+            wait_until(lambda: side.led(topic, 6, isr=3), 120, interval=0.02,
+                       what=f"every ISR of {topic} full again on {side.kind}")
+            note(f"broker {broker.broker_id} back in every ISR")
+
+    measured = rolling_restart_under_load(side.bootstrap, topic, restart_each)
+    side.delete_topic(topic)
+    if measured.failed:
+        raise RuntimeError(f"{measured.failed} record(s) failed in the rolling restart on {side.kind}")
+    return {"slowest_s": measured.slowest, "p99_s": measured.p99}
+
+
 THROUGHPUT = (Metric("mib_s", "MiB/s", "MiB/s", True),)
 COPY = (*THROUGHPUT, Metric("seconds", "seconds", "s", False))
 FIGURES = {f.name: f for f in (
@@ -843,6 +869,8 @@ FIGURES = {f.name: f for f in (
     Figure("create-topics", (Metric("answer_s", "answered", "s", False),
                              Metric("led_s", "led in every broker's Metadata", "s", False)),
            create_topics_run, brokers=3),
+    Figure("rolling-restart", (Metric("slowest_s", "slowest acknowledgement", "s", False),
+                               Metric("p99_s", "p99 acknowledgement", "s", False)), rolling_restart_run, brokers=3),
     Figure("scale", (Metric("create_s", "created and led", "s", False),
                      Metric("metadata_ms", "Metadata of them all", "ms", False),
                      Metric("rss_mib", "broker resident memory after", "MiB", False)), scale_run),
@@ -862,6 +890,7 @@ TITLES = {
     "recovery": "broker restart after kill -9",
     "create-topics": "CreateTopics of 7 topics, 115 partitions, RF 3",
     "scale": "partitions on one broker",
+    "rolling-restart": "rolling restart of 3 brokers, acks=all, RF 3",
     "tls": "over TLS, 3 partitions, RF 1, acks=1",
 }
 
@@ -952,7 +981,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and one counted run: a smoke run, not figures to quote")
     parser.add_argument("--repeat", type=int, help="counted runs per kind (default 3; --quick 1)")
-    parser.add_argument("--brokers", type=int, help="brokers of each kind (default 3 when produce-rf3 or create-topics runs, else 1)")
+    parser.add_argument("--brokers", type=int, help="brokers of each kind (default 3 when produce-rf3, create-topics or rolling-restart runs, else 1)")
     parser.add_argument("--records", type=int, help="records of a produce, consume or cpu run")
     parser.add_argument("--txn-records", type=int)
     parser.add_argument("--partitions", type=int, help="partitions of the startup topic")
