@@ -420,3 +420,42 @@ async def test_the_lag_of_a_move_falls_while_a_large_active_segment_copies(dirs)
         assert move.state is MoveState.DONE
     finally:
         await node.close()
+
+
+async def test_a_large_active_segment_is_written_back_while_it_copies_and_still_copied_whole(dirs, monkeypatch):
+    # A long copy into one file fsyncs it along the way, so the fsync before the swap does not
+    # wait for the disk to take the whole of it; the copy stays byte for byte.
+    big = LogConfig(segment_bytes=8 << 20, index_interval_bytes=4096, file_delete_delay_ms=0)
+    monkeypatch.setattr(mover_module, "WRITEBACK_EVERY_BYTES", 2 * MIN_CHUNK_BYTES)
+    synced: list[list[str]] = []
+    real_fsync = mover_module.fsync_existing
+
+    def recorded(paths: list[str]) -> None:
+        synced.append(list(paths))
+        real_fsync(paths)
+    monkeypatch.setattr(mover_module, "fsync_existing", recorded)
+    node = Broker(dirs, swap_delta_bytes=1)
+    node.manager.get_or_create_log("t", 0, TOPIC_ID, big, log_dir=dirs[0])
+    assert node.replicas.become_leader("t", 0, TOPIC_ID, 0, big) is not None
+    node.mover.start()
+    try:
+        for i in range(400):
+            assert node.replicas.append("t", 0, make_batch(2, value_size=1000, tag=b"r%d" % i), 1_000).error \
+                == ErrorCode.NONE
+        source = node.log()
+        assert len(source.segments) == 1 and source.size_bytes > 10 * MIN_CHUNK_BYTES
+        files, expected = segment_files(source), decode_records(read_all(source))
+        node.mover.throttle.set_rate(MIN_CHUNK_BYTES * 20)  # chunks of MIN_CHUNK_BYTES
+        control = gate(node)
+        assert node.mover.move("t", 0, dirs[1]) == ErrorCode.NONE
+        for _ in range(6):
+            await control.step()
+        future_log_file = os.path.join(node.manager.future_logs[("t", 0)].dir_path, "00000000000000000000.log")
+        await asyncio.sleep(0.1)  # the writeback runs in the mover's threads
+        assert [future_log_file] in synced, "nothing was written back while the segment copied"
+        control.release()
+        move = await finish(node)
+        assert move.state is MoveState.DONE
+        assert segment_files(node.log()) == files and decode_records(read_all(node.log())) == expected
+    finally:
+        await node.close()
