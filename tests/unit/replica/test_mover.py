@@ -389,20 +389,26 @@ async def test_min_free_bytes_refuses_moves_that_would_cross_it(broker, dirs):
     await finish(broker)
 
 
-async def test_the_lag_of_a_move_falls_while_a_large_active_segment_copies(dirs):
-    # One active segment of ~600 KiB copied in 64 KiB chunks: offsetLag and the lag metric must
-    # fall chunk by chunk, not stay at the whole partition until the segment is done.
+def with_one_large_active_segment(dirs: list[str]) -> Broker:
+    """A node leading t-0 in dirs[0], its ~800 KiB in one active segment (many throttle chunks)."""
     big = LogConfig(segment_bytes=8 << 20, index_interval_bytes=4096, file_delete_delay_ms=0)
     node = Broker(dirs, swap_delta_bytes=1)
     node.manager.get_or_create_log("t", 0, TOPIC_ID, big, log_dir=dirs[0])
     assert node.replicas.become_leader("t", 0, TOPIC_ID, 0, big) is not None
     node.mover.start()
+    for i in range(400):
+        assert node.replicas.append("t", 0, make_batch(2, value_size=1000, tag=b"r%d" % i), 1_000).error \
+            == ErrorCode.NONE
+    assert len(node.log().segments) == 1 and node.log().size_bytes > 10 * MIN_CHUNK_BYTES
+    return node
+
+
+async def test_the_lag_of_a_move_falls_while_a_large_active_segment_copies(dirs):
+    # One active segment of ~600 KiB copied in 64 KiB chunks: offsetLag and the lag metric must
+    # fall chunk by chunk, not stay at the whole partition until the segment is done.
+    node = with_one_large_active_segment(dirs)
     try:
-        for i in range(400):
-            assert node.replicas.append("t", 0, make_batch(2, value_size=1000, tag=b"r%d" % i), 1_000).error \
-                == ErrorCode.NONE
         source = node.log()
-        assert len(source.segments) == 1 and source.size_bytes > 10 * MIN_CHUNK_BYTES
         node.mover.throttle.set_rate(MIN_CHUNK_BYTES * 20)  # chunks of MIN_CHUNK_BYTES
         control = gate(node)
         assert node.mover.move("t", 0, dirs[1]) == ErrorCode.NONE
@@ -425,7 +431,6 @@ async def test_the_lag_of_a_move_falls_while_a_large_active_segment_copies(dirs)
 async def test_a_large_active_segment_is_written_back_while_it_copies_and_still_copied_whole(dirs, monkeypatch):
     # A long copy into one file fsyncs it along the way, so the fsync before the swap does not
     # wait for the disk to take the whole of it; the copy stays byte for byte.
-    big = LogConfig(segment_bytes=8 << 20, index_interval_bytes=4096, file_delete_delay_ms=0)
     monkeypatch.setattr(mover_module, "WRITEBACK_EVERY_BYTES", 2 * MIN_CHUNK_BYTES)
     synced: list[list[str]] = []
     real_fsync = mover_module.fsync_existing
@@ -434,16 +439,9 @@ async def test_a_large_active_segment_is_written_back_while_it_copies_and_still_
         synced.append(list(paths))
         real_fsync(paths)
     monkeypatch.setattr(mover_module, "fsync_existing", recorded)
-    node = Broker(dirs, swap_delta_bytes=1)
-    node.manager.get_or_create_log("t", 0, TOPIC_ID, big, log_dir=dirs[0])
-    assert node.replicas.become_leader("t", 0, TOPIC_ID, 0, big) is not None
-    node.mover.start()
+    node = with_one_large_active_segment(dirs)
     try:
-        for i in range(400):
-            assert node.replicas.append("t", 0, make_batch(2, value_size=1000, tag=b"r%d" % i), 1_000).error \
-                == ErrorCode.NONE
         source = node.log()
-        assert len(source.segments) == 1 and source.size_bytes > 10 * MIN_CHUNK_BYTES
         files, expected = segment_files(source), decode_records(read_all(source))
         node.mover.throttle.set_rate(MIN_CHUNK_BYTES * 20)  # chunks of MIN_CHUNK_BYTES
         control = gate(node)
