@@ -326,6 +326,51 @@ def record_spans(section: bytes, header: BatchHeader) -> list[RecordSpan]:
     return spans
 
 
+def record_keys(section: bytes, header: BatchHeader) -> list[tuple[int, bytes | None]]:
+    """(offset delta, key) of every record of an (uncompressed) records section: what a log
+    cleaner maps, read with less work than ``record_spans`` (a cleaner's map reads every record of
+    the dirty part, and a varint of one byte, most of a record's, is read inline).
+
+    Raises CorruptRecordError when the section does not hold exactly ``records_count`` records."""
+    keys: list[tuple[int, bytes | None]] = []
+    pos = 0
+    size = len(section)
+    try:
+        for _ in range(header.records_count):
+            length, body = _zigzag_at(section, pos)
+            end = body + length
+            if length < 1 or end > size:
+                raise DecodeError(f"record length {length} does not fit the batch")
+            cursor = body + 1  # after the attributes byte
+            while section[cursor] & 0x80:  # the timestamp delta, skipped
+                cursor += 1
+            cursor += 1
+            byte = section[cursor]
+            if byte & 0x80:
+                offset_delta, cursor = _zigzag_at(section, cursor)
+            else:
+                offset_delta, cursor = (byte >> 1) ^ -(byte & 1), cursor + 1
+            byte = section[cursor]
+            if byte & 0x80:
+                key_length, cursor = _zigzag_at(section, cursor)
+            else:
+                key_length, cursor = (byte >> 1) ^ -(byte & 1), cursor + 1
+            if key_length >= 0:
+                if cursor + key_length > end:
+                    raise DecodeError("record key runs past the record")
+                keys.append((offset_delta, section[cursor:cursor + key_length]))
+            elif key_length == -1:
+                keys.append((offset_delta, None))
+            else:
+                raise DecodeError(f"negative record key length {key_length}")
+            pos = end
+    except (DecodeError, IndexError) as exc:
+        raise CorruptRecordError(f"record batch at offset {header.base_offset}: {exc}") from exc
+    if pos != size:
+        raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its records")
+    return keys
+
+
 # Control records (transaction markers): key = version int16 (0) + type int16 (0 abort, 1 commit),
 # value = version int16 (0) + coordinator epoch int32; Kafka's ControlRecordType and
 # EndTransactionMarker.

@@ -35,6 +35,7 @@ uncleanable and left alone.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import ctypes
 import functools
@@ -72,7 +73,7 @@ from minikafka.storage.segment import (
 from minikafka.storage.throttle import Throttle
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from minikafka.storage.units import format_bytes
-from protocol.record_codec import batch_with_records, decompress, record_spans
+from protocol.record_codec import batch_with_records, decompress, record_keys, record_spans
 from protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -89,6 +90,7 @@ TopicPartition = tuple[str, int]
 # What one key costs in the map here: a 16-byte digest object, an offset and a dict slot (Kafka's
 # SkimpyOffsetMap packs the same in 24 bytes), so log.cleaner.dedupe.buffer.size bounds real memory.
 MAP_ENTRY_BYTES = 160
+DIGEST_BYTES = 16  # MD5's; a shorter key is its own map key
 UNLIMITED_IO = float("inf")
 # A clean's process starts a fresh interpreter: a fork of the broker would copy its event loop,
 # its threads' locks and its sockets.
@@ -134,29 +136,46 @@ class CleanerConfig:
 
 
 class OffsetMap:
-    """The latest offset of each key of the part of a log being mapped. Keys are held as their
-    MD5 digests (Kafka's choice); at most ``capacity`` of them. Owned by one clean's process."""
+    """The latest offset of each key of the part of a log being mapped. Keys of 16 bytes or more
+    are held as their MD5 digests (Kafka's choice), shorter ones as they are (no digest can equal
+    them, and hashing each record's key was a fifth of a clean); at most ``capacity`` of them.
+    Owned by one clean's process."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._offsets: dict[bytes, int] = {}
+        self._latest: list[int] = []  # every key's latest offset, in order (``mapped``)
 
     @staticmethod
     def digest(key: bytes) -> bytes:
-        return hashlib.md5(key, usedforsecurity=False).digest()
+        return key if len(key) < DIGEST_BYTES else hashlib.md5(key, usedforsecurity=False).digest()
 
-    def put(self, digest: bytes, offset: int) -> None:
-        self._offsets[digest] = offset
+    def mapped(self) -> None:
+        """Mapping is done: the lookups of ``holds_latest`` may begin."""
+        self._latest = sorted(self._offsets.values())
+
+    def holds_latest(self, first: int, last: int) -> bool:
+        """Whether some key's latest offset is within ``first``..``last``."""
+        at = bisect.bisect_left(self._latest, first)
+        return at < len(self._latest) and self._latest[at] <= last
+
+    def put_batch(self, base_offset: int, keys: list[tuple[int, bytes | None]], start: int, end: int) -> int | None:
+        """Map the keys of one batch (``record_keys``) whose offsets are within ``start``..``end``
+        (excluded); the offset of the first key that found the map full, None if none did. One
+        call a batch, with its loop on locals: the map reads every record of the dirty part."""
+        offsets, capacity, md5, short = self._offsets, self.capacity, hashlib.md5, DIGEST_BYTES
+        for offset_delta, key in keys:
+            offset = base_offset + offset_delta
+            if key is None or not start <= offset < end:
+                continue
+            digest = key if len(key) < short else md5(key, usedforsecurity=False).digest()
+            if len(offsets) >= capacity and digest not in offsets:
+                return offset
+            offsets[digest] = offset
+        return None
 
     def get(self, digest: bytes) -> int:
         return self._offsets.get(digest, -1)
-
-    def __contains__(self, digest: bytes) -> bool:
-        return digest in self._offsets
-
-    @property
-    def full(self) -> bool:
-        return len(self._offsets) >= self.capacity
 
     @property
     def utilization(self) -> float:
@@ -273,14 +292,9 @@ def _map_dirty_part(request: CleanRequest, offset_map: OffsetMap, throttle: Thro
             if header.base_offset >= end:
                 return end
             stats.dirty_bytes += header.size
-            for span in record_spans(_section(header, data), header):
-                offset = header.base_offset + span.offset_delta
-                if span.key is None or not start <= offset < end:
-                    continue
-                digest = OffsetMap.digest(span.key)
-                if offset_map.full and digest not in offset_map:
-                    return offset
-                offset_map.put(digest, offset)
+            full_at = offset_map.put_batch(header.base_offset, record_keys(_section(header, data), header), start, end)
+            if full_at is not None:
+                return full_at
     return end
 
 
@@ -374,6 +388,13 @@ def _cleaned_batch(header: BatchHeader, data: bytes, offset_map: OffsetMap, map_
     batch (its producer's last), or nothing."""
     if header.is_control:
         return data  # transaction markers stay: a read_committed reader may still need them
+    if request.first_dirty <= header.base_offset and header.last_offset < map_end \
+            and not offset_map.holds_latest(header.base_offset, header.last_offset) \
+            and request.producer_last_offsets.get(header.producer_id) != header.last_offset:
+        # Every key of the batch was mapped and has a later record: nothing of it stays, which
+        # its offsets alone tell (most batches of a log of updates, read without their records).
+        stats.records_read += header.records_count
+        return None
     section = _section(header, data)
     spans = record_spans(section, header)
     stats.records_read += len(spans)
@@ -423,6 +444,7 @@ def clean_log(request: CleanRequest, throttle: Throttle) -> CleanResult:
     stats = CleanStats()
     offset_map = OffsetMap(request.map_capacity)
     map_end = _map_dirty_part(request, offset_map, throttle, stats)
+    offset_map.mapped()
     stats.map_utilization = offset_map.utilization
     if map_end <= request.first_dirty < request.first_uncleanable:
         raise CorruptRecordError(f"log.cleaner.dedupe.buffer.size holds {offset_map.capacity} keys, too few for "

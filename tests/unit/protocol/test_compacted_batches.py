@@ -1,4 +1,4 @@
-"""What a log cleaner reads of a batch (record_spans) and writes back (batch_with_records), and
+"""What a log cleaner reads of a batch (record_spans, and record_keys for its map) and writes back (batch_with_records), and
 transaction markers, checked with kafka-python's v2 batch builder and reader as the oracle."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from protocol.record_codec import (
     decode_control_marker,
     decompress,
     encode_control_batch,
+    record_keys,
     record_spans,
 )
 from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError, parse_batch_header, validate_batches
@@ -51,6 +52,28 @@ def test_spans_read_what_kafka_python_reads(codec: int) -> None:
     oracle = list(DefaultRecordBatch(data))
     assert [(header.base_offset + s.offset_delta, header.base_timestamp + s.timestamp_delta, s.key, s.has_value)
             for s in spans] == [(r.offset, r.timestamp, r.key, r.value is not None) for r in oracle]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("offset_deltas", [(0, 1, 2, 3, 4), (0, 63, 64, 8_191, 70_000)])
+def test_keys_read_what_kafka_python_reads(codec: int, offset_deltas: tuple[int, ...]) -> None:
+    # One-byte and longer varints alike (a delta of 64 or a key of 200 bytes needs two bytes).
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=42,
+                                        producer_epoch=3, base_sequence=17, batch_size=1 << 20)
+    for delta, (key, value, headers) in zip(offset_deltas, RECORDS, strict=True):
+        builder.append(delta, timestamp=5000 - delta, key=key, value=value, headers=headers)
+    data = bytes(builder.build())
+    header = parse_batch_header(data)
+    assert record_keys(_section(data), header) == [(r.offset, r.key) for r in DefaultRecordBatch(data)]
+
+
+def test_keys_of_a_section_that_does_not_hold_its_records_are_corrupt() -> None:
+    data = _batch()
+    header = parse_batch_header(data)
+    section = _section(data)
+    for broken in (section[:-3], section + b"\x00", section[:40]):
+        with pytest.raises(CorruptRecordError):
+            record_keys(broken, header)
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -11,13 +11,23 @@ import uuid
 import pytest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from minikafka.storage import cleaner as cleaner_module
 from minikafka.storage.checkpoints import CLEANER_CHECKPOINT, read_offset_checkpoint
-from minikafka.storage.cleaner import CleanerConfig, LogCleaner, cleanable
+from minikafka.storage.cleaner import (
+    CleanerConfig,
+    CleanResult,
+    LogCleaner,
+    OffsetMap,
+    clean_log,
+    cleanable,
+    remove_cleaned_files,
+)
 from minikafka.storage.dir_io import DirGuard
 from minikafka.storage.errors import InvalidRecordError
 from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.log import Log, LogConfig
 from minikafka.storage.log_manager import LogManager
+from minikafka.storage.segment import segment_name
 from protocol.record_codec import ControlMarker
 from tests.unit.storage.helpers import decode_batches, read_all
 
@@ -355,3 +365,66 @@ async def test_cleaned_segments_too_small_for_an_index_entry_swap_in_without_ind
         assert contents(reloaded) == expected
     finally:
         reloaded.close()
+
+
+def test_batches_told_dropped_by_their_offsets_alone_give_the_same_clean_as_reading_their_records(
+        manager, cleaner, monkeypatch) -> None:
+    # Most batches of a log of updates hold only records with later updates: a clean drops them
+    # by their offsets without reading their records. The result must be byte for byte the one
+    # of reading every record, with short keys (kept as they are) and long ones (as digests),
+    # tombstones and a producer's last batch (kept empty) among them.
+    log = compacted_log(manager, LogConfig(cleanup_policy=("compact",), segment_bytes=600,
+                                           min_cleanable_dirty_ratio=0.1, file_delete_delay_ms=0,
+                                           delete_retention_ms=60_000))
+    long_key = b"a-key-of-more-than-sixteen-bytes-%d"
+    for round_ in range(8):
+        append(log, [(b"k%d" % k, b"v%d" % round_) for k in range(3)])
+        append(log, [(long_key % k, None if round_ == 6 and k == 0 else b"w%d" % round_) for k in range(2)])
+    append(log, [(b"k0", b"last")], producer_id=7, producer_epoch=0, base_sequence=0)
+    append(log, [(b"k0", b"after")])
+    append(log, [(b"k9", b"active")])
+    found = cleanable(log, NOW, None)
+    assert found is not None
+    request = cleaner._job(found).request
+
+    def cleaned_files(result: CleanResult) -> dict[str, bytes]:
+        files = {}
+        for bases in result.groups:
+            for name in os.listdir(log.dir_path):
+                if name.startswith(segment_name(bases[0])) and name.endswith(".cleaned"):
+                    with open(os.path.join(log.dir_path, name), "rb") as handle:
+                        files[name] = handle.read()
+            remove_cleaned_files(log.dir_path, bases[0])
+        return files
+
+    sections_read: list[int] = []  # of each batch whose records a clean reads
+    real_section = cleaner_module._section
+
+    def section(header, data):  # type: ignore[no-untyped-def]
+        sections_read.append(header.base_offset)
+        return real_section(header, data)
+    monkeypatch.setattr(cleaner_module, "_section", section)
+    by_offsets = clean_log(request, cleaner.throttle)
+    files_by_offsets, read_by_offsets = cleaned_files(by_offsets), len(sections_read)
+    monkeypatch.setattr(OffsetMap, "holds_latest", lambda _map, _first, _last: True)
+    by_records = clean_log(request, cleaner.throttle)
+    assert read_by_offsets < len(sections_read) - read_by_offsets, "no batch was dropped by its offsets alone"
+    assert by_offsets.stats.records_kept == by_records.stats.records_kept < by_records.stats.records_read
+    assert by_offsets.stats.records_read == by_records.stats.records_read
+    assert files_by_offsets == cleaned_files(by_records) != {}
+
+
+def test_short_keys_are_their_own_map_keys_and_never_meet_a_digest() -> None:
+    short, exact = b"k1", b"sixteen-byte-key"
+    assert OffsetMap.digest(short) == short
+    assert OffsetMap.digest(exact) != exact and len(OffsetMap.digest(exact)) == 16
+    offsets = OffsetMap(10)
+    assert offsets.put_batch(0, [(0, short), (1, exact), (2, short), (3, None)], 0, 10) is None
+    offsets.mapped()
+    assert offsets.get(OffsetMap.digest(short)) == 2 and offsets.get(OffsetMap.digest(exact)) == 1
+    assert offsets.holds_latest(1, 1) and offsets.holds_latest(0, 5) and not offsets.holds_latest(3, 9)
+    assert not offsets.holds_latest(0, 0)
+    # Full: a new key stops the mapping where it is, a known one is still updated.
+    small = OffsetMap(1)
+    assert small.put_batch(100, [(0, short), (1, short), (2, exact)], 0, 200) == 102
+    assert small.get(OffsetMap.digest(short)) == 101
