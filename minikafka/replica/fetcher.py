@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 import uuid
 import zlib
@@ -265,8 +266,12 @@ class LeaderFetcher:
         offsets: dict[TopicPartition, int] = {}
         held_back = False
         now = time.monotonic()
+        sitting_out_until = math.inf  # the first time a partition sitting out after an error may ask again
         for key, followed in self.partitions.items():
-            if not followed.truncated or not followed.ready(now):
+            if not followed.ready(now):
+                sitting_out_until = min(sitting_out_until, followed.retry_at)
+                continue
+            if not followed.truncated:
                 continue
             # Throttled replicas that are catching up sit this fetch out while the throttle is
             # spent; the others of this leader are fetched as usual.
@@ -285,9 +290,8 @@ class LeaderFetcher:
         if held_back:
             # Come back for the held-back replicas as soon as the throttle has room again.
             max_wait_ms = min(max_wait_ms, int(throttle.wait_seconds() * 1000))
-        sitting_out = self._until_one_ready(now)
-        if sitting_out is not None:  # and for those sitting out after an error, once they may ask again
-            max_wait_ms = min(max_wait_ms, int(sitting_out * 1000))
+        if sitting_out_until < math.inf:  # and for those sitting out after an error, once they may ask again
+            max_wait_ms = min(max_wait_ms, int((sitting_out_until - now) * 1000))
         ids = {followed.partition.topic: followed.partition.topic_id for followed in self.partitions.values()}
         version = self.config.fetch_version
         if version >= FETCH_TOPIC_IDS_FROM and any(ids.get(topic, ZERO_UUID) == ZERO_UUID for topic in by_topic):

@@ -116,6 +116,7 @@ class Leadership:
         results: dict[TopicPartition, ErrorCode] = {}
         configs: dict[str, dict[str, str]] = {}
         roles = RoleChanges()
+        taken: list[Partition] = []
         for command in commands:
             key = (command.topic, command.index)
             if self.broker_id not in command.replicas:
@@ -150,6 +151,10 @@ class Leadership:
             config = log_config_for(configs[command.topic], self.config, command.topic)
             partition = self.make_leader_or_follower(command, config, roles)
             results[key] = ErrorCode.KAFKA_STORAGE_ERROR if partition is None else ErrorCode.NONE
+            if partition is not None:
+                taken.append(partition)
+        # Once for the request: per partition, each update copied its topic's partitions.
+        self.replica_manager.metadata_follows(taken)
         roles.log()
         return results
 

@@ -186,18 +186,22 @@ class ReplicaManager:
             partition.make_leader(leader_epoch, isr or (self.broker_id,), replicas or (self.broker_id,),
                                   partition_epoch, now_ms())
             partition.propose_isr = self.propose_isr
-            self._metadata_follows(partition)
             self._wake((topic, index))
         return partition
 
-    def _metadata_follows(self, partition: Partition) -> None:
-        """The metadata cache takes the leadership just given where it is newer than the cache's:
-        the controller's UpdateMetadata saying the same comes a moment after its LeaderAndIsr,
-        and meanwhile this broker's Metadata answers and KIP-951 hints named the leader before
-        (in a rolling restart, the stopping broker itself)."""
-        if self.metadata is not None:
-            self.metadata.advance_partitions(partition.topic, partition.topic_id, {partition.index: PartitionMetadata(
-                partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr)})
+    def metadata_follows(self, partitions: Iterable[Partition]) -> None:
+        """The metadata cache takes the leaderships just given where they are newer than the
+        cache's, one update a topic: the controller's UpdateMetadata saying the same comes a
+        moment after its LeaderAndIsr, and meanwhile this broker's Metadata answers and KIP-951
+        hints named the leader before (in a rolling restart, the stopping broker itself)."""
+        if self.metadata is None:
+            return
+        by_topic: dict[tuple[str, uuid.UUID], dict[int, PartitionMetadata]] = {}
+        for p in partitions:
+            by_topic.setdefault((p.topic, p.topic_id), {})[p.index] = PartitionMetadata(
+                p.leader_id, p.leader_epoch, p.replicas, p.isr)
+        for (topic, topic_id), states in by_topic.items():
+            self.metadata.advance_partitions(topic, topic_id, states)
 
     def become_follower(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
                         config: LogConfig, *, leader_id: int, is_new_replica: bool, isr: tuple[int, ...],
@@ -207,7 +211,6 @@ class ReplicaManager:
         partition = self._hosted(topic, index, topic_id, leader_epoch, config, is_new_replica)
         if partition is not None:
             partition.make_follower(leader_id, leader_epoch, isr, replicas, partition_epoch)
-            self._metadata_follows(partition)
             # Producers and consumers waiting on the old leader get NOT_LEADER_OR_FOLLOWER now.
             self._wake((topic, index))
         return partition

@@ -11,7 +11,7 @@ from protocol.typed.produce import NodeEndpoint
 
 def current_leader(ctx: BrokerContext, topic: str, index: int) -> tuple[int, int] | None:
     """The partition's leader and leader epoch in this broker's metadata, which a LeaderAndIsr
-    advances at once (ReplicaManager._metadata_follows); None while it has no live leader."""
+    advances at once (ReplicaManager.metadata_follows); None while it has no live leader."""
     known = ctx.metadata.partition(topic, index)
     return (known.leader, known.leader_epoch) if known is not None and known.available else None
 

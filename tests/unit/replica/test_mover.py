@@ -449,8 +449,10 @@ async def test_a_large_active_segment_is_written_back_while_it_copies_and_still_
         for _ in range(6):
             await control.step()
         future_log_file = os.path.join(node.manager.future_logs[("t", 0)].dir_path, "00000000000000000000.log")
-        await asyncio.sleep(0.1)  # the writeback runs in the mover's threads
-        assert [future_log_file] in synced, "nothing was written back while the segment copied"
+        writeback = node.mover.moves[("t", 0)].writeback
+        assert writeback is not None, "nothing was written back while the segment copied"
+        await writeback  # it runs in the mover's threads
+        assert [future_log_file] in synced
         control.release()
         move = await finish(node)
         assert move.state is MoveState.DONE

@@ -36,8 +36,12 @@ def _broker(tmp_path: Path) -> tuple[LogManager, ReplicaManager, BrokerContext]:
 
 
 def _follow_the_other_broker(replicas: ReplicaManager, epoch: int) -> None:
-    replicas.become_follower("t", 0, TOPIC_ID, epoch, LogConfig(), leader_id=OTHER, is_new_replica=False,
-                             isr=(OTHER,), replicas=(ME, OTHER), partition_epoch=epoch)
+    """A LeaderAndIsr, as Leadership takes it: the replica follows, then the metadata follows."""
+    partition = replicas.become_follower("t", 0, TOPIC_ID, epoch, LogConfig(), leader_id=OTHER,
+                                         is_new_replica=False, isr=(OTHER,), replicas=(ME, OTHER),
+                                         partition_epoch=epoch)
+    assert partition is not None
+    replicas.metadata_follows([partition])
 
 
 def test_the_new_leader_is_named_as_soon_as_leader_and_isr_is_taken(tmp_path: Path) -> None:
@@ -60,8 +64,10 @@ def test_newer_metadata_is_kept_and_no_live_leader_gives_no_hint(tmp_path: Path)
         assert current_leader(ctx, "t", 0) == (3, 5)
         # A resigned leader follows no one and tells the cache nothing: the metadata's word stands.
         assert replicas.resign_leaderships() == []
-        replicas.become_leader("t", 0, TOPIC_ID, 6, LogConfig(), isr=(ME, OTHER), replicas=(ME, OTHER),
-                               partition_epoch=6)
+        led = replicas.become_leader("t", 0, TOPIC_ID, 6, LogConfig(), isr=(ME, OTHER), replicas=(ME, OTHER),
+                                     partition_epoch=6)
+        assert led is not None
+        replicas.metadata_follows([led])
         assert current_leader(ctx, "t", 0) == (ME, 6)
         assert replicas.resign_leaderships() == [("t", 0)]
         assert current_leader(ctx, "t", 0) == (ME, 6)
