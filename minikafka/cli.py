@@ -48,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--from-env", action="store_true",
                        help="take KAFKA_* environment variables as settings, as Kafka's container images do "
                             "(KAFKA_ZOOKEEPER_CONNECT is zookeeper.connect); --override still wins")
-    serve.add_argument("--log-level", default=os.environ.get("MINIKAFKA_LOG_LEVEL", "INFO"))
+    serve.add_argument("--log-level", default=os.environ.get("MINIKAFKA_LOG_LEVEL", "INFO"),
+                       metavar="LEVEL[,LOGGER=LEVEL...]",
+                       help="the log level, then a level for any logger and those under it (as log4j's loggers "
+                            "in Kafka), e.g. INFO,minikafka.group=DEBUG; default $MINIKAFKA_LOG_LEVEL or INFO")
     ping = commands.add_parser("ping", help="exit 0 when a broker answers ApiVersions (a health check)")
     ping.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
     ping.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer")
@@ -95,8 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "config-keys":
         print_config_keys()
         return 0
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        root_level, logger_levels = parse_log_levels(args.log_level)
+    except ValueError as exc:
+        parser.error(f"--log-level: {exc}")
+    logging.basicConfig(level=root_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name, level in logger_levels.items():
+        logging.getLogger(name).setLevel(level)
     if args.command == "serve":
         environment = overrides_from_environment(os.environ) if args.from_env else []
         return serve_command(args.config, [*environment, *args.override])
@@ -109,6 +117,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in admin_tools:
         return admin_tools[args.command][0].run(args)
     return 2
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def parse_log_levels(text: str) -> tuple[str, dict[str, str]]:
+    """``LEVEL[,LOGGER=LEVEL...]``: the root level and a level per named logger."""
+    root, *named = [part.strip() for part in text.split(",")]
+
+    def level(value: str, where: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"{value!r} {where} is not a level (one of {', '.join(LOG_LEVELS)})")
+        return value.upper()
+
+    loggers: dict[str, str] = {}
+    for part in named:
+        name, equals, value = part.partition("=")
+        if not equals or not name.strip():
+            raise ValueError(f"{part!r} is not LOGGER=LEVEL")
+        loggers[name.strip()] = level(value.strip(), f"for {name.strip()}")
+    return level(root, "(the first item)"), loggers
 
 
 def run() -> NoReturn:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from minikafka.cli import main
+from minikafka.cli import main, parse_log_levels
 from minikafka.config.broker import DEFINITIONS, BrokerConfig, shown_value
 
 
@@ -41,3 +41,21 @@ def test_a_throttle_change_is_logged_in_words(caplog: pytest.LogCaptureFixture) 
     changes = [r.getMessage() for r in caplog.records if "dynamic config" in r.getMessage()]
     assert changes == ["dynamic config leader.replication.throttled.rate changed from unlimited to 1000",
                        "dynamic config leader.replication.throttled.rate changed from 1000 to unlimited"]
+
+
+def test_log_levels_name_a_level_per_logger() -> None:
+    assert parse_log_levels("info") == ("INFO", {})
+    assert parse_log_levels("WARNING, minikafka.group=debug,minikafka.txn=ERROR") == (
+        "WARNING", {"minikafka.group": "DEBUG", "minikafka.txn": "ERROR"})
+    for bad, says in (("LOUD", "'LOUD' (the first item) is not a level"),
+                      ("INFO,minikafka.group", "'minikafka.group' is not LOGGER=LEVEL"),
+                      ("INFO,minikafka.group=chatty", "'chatty' for minikafka.group is not a level")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            parse_log_levels(bad)
+
+
+def test_a_bad_log_level_is_refused_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["ping", "--log-level", "INFO,minikafka.group=chatty"])
+    assert exited.value.code == 2
+    assert "--log-level: 'chatty' for minikafka.group is not a level" in capsys.readouterr().err
