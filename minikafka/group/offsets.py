@@ -102,6 +102,8 @@ class Offsets:
                     group.offsets.update(accepted)
                 else:
                     group.pending_txn_offsets.setdefault(txn.producer_id, {}).update(accepted)
+                    log.debug("group %s: producer %d's open transaction commits %s", group_id, txn.producer_id,
+                              _shown(accepted))
                 if new_group:
                     self.groups[group_id] = group
             records = [_offset_record(group_id, tp, om) for tp, om in accepted.items()]
@@ -119,6 +121,9 @@ class Offsets:
             ended = group.pending_txn_offsets.pop(producer_id, None)
             if ended and committed and group.state != GroupState.DEAD:
                 group.offsets.update(ended)
+            if ended:
+                log.debug("group %s: producer %d's transaction %s, its offsets %s", group.group_id, producer_id,
+                          "committed" if committed else "aborted", _shown(ended))
 
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
                       require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1,
@@ -138,8 +143,11 @@ class Offsets:
         if partitions is None:
             return ErrorCode.NONE, dict(committed)
         unstable = {tp for tp in partitions if require_stable and group is not None and group.has_pending_txn_offset(tp)}
-        return ErrorCode.NONE, {tp: ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else committed.get(tp)
-                                for tp in partitions}
+        answer = {tp: ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else committed.get(tp) for tp in partitions}
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("group %s: committed offsets fetched%s: %s", group_id, " (stable)" if require_stable else "",
+                      {tp: om.offset if isinstance(om, OffsetAndMetadata) else om for tp, om in answer.items()})
+        return ErrorCode.NONE, answer
 
     def delete_offsets(self, group_id: str,
                        partitions: Sequence[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
@@ -216,6 +224,10 @@ class Offsets:
         self.consumer_groups.delete_empty(lambda group_id: bool(group_id in self.groups
                                                                 and self.groups[group_id].offsets))
         return expired_total
+
+
+def _shown(offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+    return {tp: om.offset for tp, om in offsets.items()}
 
 
 def _offset_record(group_id: str, tp: TopicPartition, om: OffsetAndMetadata) -> KeyValue:

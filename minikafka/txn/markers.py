@@ -83,6 +83,11 @@ class TxnMarkerWriter:
         waits = [self.replica_manager.wait_for_replication(*tp, result, self.timeout_ms)
                  for tp, result in appended.items() if result.error == ErrorCode.NONE]
         await asyncio.gather(*waits)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("producer %d (epoch %d): %s markers at %s", producer_id, producer_epoch,
+                      "ABORT" if marker.aborted else "COMMIT",
+                      {tp: result.base_offset if result.error == ErrorCode.NONE else result.error.name
+                       for tp, result in appended.items()})
         for (topic, index), result in appended.items():
             if topic == OFFSETS_TOPIC and result.error == ErrorCode.NONE:
                 self.groups.complete_txn(index, producer_id, not marker.aborted)

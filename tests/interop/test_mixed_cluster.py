@@ -206,9 +206,13 @@ def start_together(closing: list[KafkaZkBroker | BrokerProcess], *brokers: Kafka
 
 
 def minikafka_broker(root: Path, broker_id: int, zookeeper: ZkRoot, **settings: str) -> BrokerProcess:
-    return BrokerProcess(root, broker_id=broker_id, ready_timeout=60.0, overrides={
+    broker = BrokerProcess(root, broker_id=broker_id, ready_timeout=60.0, overrides={
         "zookeeper.connect": zookeeper.connect, "zookeeper.session.timeout.ms": "6000",
         "metrics.port": "-1", **settings})
+    # Each transaction's offsets and markers as the group coordinator and the markers see them:
+    # the roll's exactly-once check, failing, is read against them and the worker's log.
+    broker.extra_env["MINIKAFKA_LOG_LEVEL"] = "INFO,minikafka.group.offsets=DEBUG,minikafka.txn.markers=DEBUG"
+    return broker
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int) -> None:

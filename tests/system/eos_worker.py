@@ -46,8 +46,12 @@ def _committed(consumer: Consumer, topic: str, partitions: list[int]) -> dict[in
 
 
 def _rewind(consumer: Consumer, source: str, partitions: list[int]) -> dict[int, int]:
-    """Read again from the committed offsets (after an abort): its positions."""
+    """Read again from the committed offsets (after an abort): its positions, logged (a test
+    that finds input consumed but not transformed compares them with the offsets the
+    transactions sent)."""
     positions = _committed(consumer, source, partitions)
+    print(f"eos worker: {time.strftime('%H:%M:%S')} reading from the committed offsets {positions}",
+          file=sys.stderr, flush=True)
     consumer.assign([TopicPartition(source, p, positions[p]) for p in partitions])
     return positions
 
@@ -93,6 +97,8 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
             producer.send_offsets_to_transaction(
                 [TopicPartition(source, p, offset) for p, offset in positions.items()],
                 consumer.consumer_group_metadata(), 60)
+            print(f"eos worker: {time.strftime('%H:%M:%S')} transaction {txn}: {len(messages)} records, offsets "
+                  f"{positions} sent", file=sys.stderr, flush=True)
             transactions += 1
             if transactions % ABORT_EVERY == 0:
                 producer.abort_transaction(60)

@@ -485,6 +485,16 @@ class TransformLoop:
             ended[word].add(txn)
         return ended["committed"], ended["aborted"]
 
+    def rewinds(self, most: int = 40) -> list[str]:
+        """The last ``most`` lines of the workers' log saying where a worker read from after a
+        start or an abort, each followed by the transaction it then sent offsets for."""
+        lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.startswith("eos worker:")]
+        kept: list[str] = []
+        for i, line in enumerate(lines):
+            if "reading from the committed offsets" in line:
+                kept += lines[i:i + 2]
+        return kept[-most:]
+
     def committed_offsets(self) -> dict[int, int]:
         reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                            "isolation.level": "read_committed"})
@@ -507,7 +517,8 @@ def assert_transformed_once(loop: TransformLoop, source: list[Record], sink_part
     given = Counter((r.key, r.value) for r in output)
     missing, extra = expected - given, given - expected
     assert not missing, (f"{sum(missing.values())} input records committed as consumed are not in the output "
-                         f"{loop.sink}, e.g. {list(missing)[:3]} (committed offsets {committed})")
+                         f"{loop.sink}, e.g. {list(missing)[:3]} (committed offsets {committed}); the workers' "
+                         f"rewinds, each with the transaction after it:\n" + "\n".join(loop.rewinds()))
     assert not extra, (f"{sum(extra.values())} output records are extra (duplicated, or of no input consumed), "
                        f"e.g. {list(extra.items())[:3]} (committed offsets {committed})")
     _, aborted = loop.ended()
