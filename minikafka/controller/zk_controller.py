@@ -335,9 +335,8 @@ class ZkController:
         if assignment is None:
             return
         self.state.topics[name] = assignment
-        # Asked all at once (kazoo pipelines them): one round trip for the topic, not one a partition.
         indexes = sorted(assignment.partitions)
-        states = await asyncio.gather(*(self.zk.partition_state(name, index) for index in indexes))
+        states = await self.zk.partition_states(name, indexes)
         for index, found in zip(indexes, states, strict=True):
             tp = (name, index)
             if found is not None:

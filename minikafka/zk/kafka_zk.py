@@ -684,6 +684,14 @@ class KafkaZk:
             return None
         return LeaderIsr.decode(state_path(topic, partition), got[0]), int(got[1].version)
 
+    async def partition_states(self, topic: str, partitions: Sequence[int]) -> list[tuple[LeaderIsr, int] | None]:
+        """The state of each of the topic's ``partitions`` (None where it has none), asked all
+        at once (kazoo pipelines them); a topic without /partitions, as each new one, costs one
+        read instead of one a partition."""
+        if await self.exists(f"/brokers/topics/{topic}/partitions") is None:
+            return [None] * len(partitions)
+        return list(await asyncio.gather(*(self.partition_state(topic, index) for index in partitions)))
+
     async def create_partition_state(self, topic: str, partition: int, state: LeaderIsr,
                                      controller_epoch_version: int) -> int:
         """Create the state znode, only while the controller epoch is still ours; its version (0)."""
@@ -708,11 +716,16 @@ class KafkaZk:
         partition at a time, as ``create_partition_state`` does."""
         wanted = sorted(states)
         # Which parents exist, asked all at once: reads are not committed, and kazoo pipelines them.
+        # A topic without /partitions (each new one) has none of its partitions' znodes either.
         topics = sorted({topic for topic, _ in wanted})
-        parents = [f"/brokers/topics/{topic}/partitions" for topic in topics]
-        parents += [f"/brokers/topics/{topic}/partitions/{index}" for topic, index in wanted]
-        found = await asyncio.gather(*(self.exists(path) for path in parents))
-        missing = {path for path, stat in zip(parents, found, strict=True) if stat is None}
+        tops = [f"/brokers/topics/{topic}/partitions" for topic in topics]
+        found = await asyncio.gather(*(self.exists(path) for path in tops))
+        missing = {path for path, stat in zip(tops, found, strict=True) if stat is None}
+        parents = [f"/brokers/topics/{topic}/partitions/{index}" for topic, index in wanted]
+        missing |= {path for path in parents if path.rsplit("/", 1)[0] in missing}
+        unknown = [path for path in parents if path not in missing]
+        found = await asyncio.gather(*(self.exists(path) for path in unknown))
+        missing |= {path for path, stat in zip(unknown, found, strict=True) if stat is None}
         versions: dict[tuple[str, int], int] = {}
         for start in range(0, len(wanted), PARTITIONS_PER_TRANSACTION):
             chunk = wanted[start:start + PARTITIONS_PER_TRANSACTION]

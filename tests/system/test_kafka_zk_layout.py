@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from minikafka.security.scram import new_credential
 from minikafka.security.stores import ZkSecurityStore
-from minikafka.zk.kafka_zk import FEATURE, FEATURE_ENABLED, ControllerZnode, FeatureZnode, KafkaZk
+from minikafka.zk.kafka_zk import FEATURE, FEATURE_ENABLED, ControllerZnode, FeatureZnode, KafkaZk, LeaderIsr
 from tests.system.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.shared_zookeeper  # each test under a chroot of its own
@@ -97,3 +98,28 @@ async def test_the_first_producer_id_block_follows_the_empty_znode_kafka_creates
     await zk.create("/latest_producer_id_block")
     assert await zk.allocate_producer_ids(2) == range(0, 1000)
     assert await zk.allocate_producer_ids(3) == range(1000, 2000)
+
+
+async def test_new_partitions_states_are_written_and_read_with_one_read_for_each_new_topic(
+        zk: KafkaZk, monkeypatch: pytest.MonkeyPatch) -> None:
+    became = await zk.try_become_controller(1)
+    assert became is not None
+    epoch, epoch_version = became
+    reads: list[str] = []
+    exists = zk.exists
+
+    async def counted(path: str, watch: Any = None) -> Any:
+        reads.append(path)
+        return await exists(path, watch)
+    monkeypatch.setattr(zk, "exists", counted)
+    # A topic part way created by an earlier controller: /partitions and partition 0's parent.
+    await zk.create("/brokers/topics/old/partitions/0", makepath=True)
+    states = {(topic, p): LeaderIsr(1, 0, (1,), epoch) for topic in ("new", "old") for p in range(50)}
+    assert await zk.create_partition_states(states, epoch_version) == dict.fromkeys(states, 0)
+    # Per new topic one read, not one a partition; the part-made topic's partitions are each asked.
+    assert len(reads) == 2 + 50, reads
+    reads.clear()
+    found = await zk.partition_states("new", list(range(50)))
+    assert found == [(LeaderIsr(1, 0, (1,), epoch), 0)] * 50
+    assert await zk.partition_states("unborn", list(range(50))) == [None] * 50
+    assert reads.count("/brokers/topics/unborn/partitions") == 1 and len(reads) == 2
