@@ -31,6 +31,10 @@ Figures (``--only`` takes a comma-separated list of these names):
                 (TLS 1.3, an EC P-256 certificate of config/secure/make-certs.sh)
   scale         10,000 partitions on one broker in one CreateTopics call (topics of 100): seconds
                 to every partition led; the time of a Metadata request for them all; its memory
+  failover      three brokers holding N partitions at RF 3 (topics of 100; 30,000 replicas with
+                --failover-partitions 10000), the controller killed with SIGKILL: seconds from
+                ZooKeeper ending its session to a surviving broker's Metadata giving every
+                partition a live leader
 
 Kafka runs as kafka-server-start.sh would run it: a 1 GiB heap (-Xms1g -Xmx1g), G1 with its
 pause settings, the full JIT. Neither kind fsyncs per message (both flush on their own schedule).
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import signal
@@ -400,6 +405,7 @@ class Sizes:
     keys: int  # distinct keys of those updates
     recovery_segments: int
     scale_partitions: int
+    failover_partitions: int
     timeout: float = 600.0
 
 
@@ -847,6 +853,69 @@ def rolling_restart_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     return {"slowest_s": measured.slowest, "p99_s": measured.p99}
 
 
+def failover_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
+    """``failover_partitions`` partitions at RF 3 in topics of 100 (not counted), the controller
+    killed with SIGKILL: the seconds from ZooKeeper ending its session (its /controller gone) to
+    a surviving broker's Metadata giving every partition a leader other than the killed broker.
+    The killed broker is started again and the topics deleted before the next run."""
+    counts = [SCALE_TOPIC_PARTITIONS] * (sizes.failover_partitions // SCALE_TOPIC_PARTITIONS)
+    if sizes.failover_partitions % SCALE_TOPIC_PARTITIONS:
+        counts.append(sizes.failover_partitions % SCALE_TOPIC_PARTITIONS)
+    names = [f"failover-{run}-{i}" for i in range(len(counts))]
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": side.bootstrap, "socket.timeout.ms": 300_000})
+    for future in admin.create_topics([confluent_kafka.admin.NewTopic(name, count, 3) for name, count in
+                                       zip(names, counts, strict=True)], operation_timeout=sizes.timeout,
+                                      request_timeout=sizes.timeout + 60).values():
+        future.result(sizes.timeout + 60)
+
+    def led_by(alive: set[int], via: Broker) -> bool:
+        found = {t.name: t for t in side.metadata(names, via=via).topics}
+        return all(name in found and len(found[name].partitions) == count
+                   and all(p.leader_id in alive for p in found[name].partitions)
+                   for name, count in zip(names, counts, strict=True))
+    every = {b.broker_id for b in side.brokers}
+    wait_until(lambda: led_by(every, side.brokers[0]), sizes.timeout, interval=0.2,
+               what=f"every failover partition led on {side.kind}")
+    zk = KazooClient(hosts=side.zookeeper)
+    zk.start(30)
+    try:
+        def controller() -> int | None:
+            got = zk.exists("/controller") and zk.get("/controller")
+            return json.loads(got[0])["brokerid"] if got else None
+        killed = next(b for b in side.brokers if b.broker_id == controller())
+        survivor = next(b for b in side.brokers if b is not killed)
+        killed.kill9()
+        wait_until(lambda: controller() != killed.broker_id, 120, interval=0.01,
+                   what=f"the killed {side.kind} controller's session ended")
+        started = time.monotonic()
+        alive = every - {killed.broker_id}
+        wait_until(lambda: led_by(alive, survivor), sizes.timeout, interval=0.05,
+                   what=f"every failover partition led by a live broker on {side.kind}")
+        seconds = time.monotonic() - started
+    finally:
+        zk.stop()
+        zk.close()
+    killed.start()
+    wait_until(lambda: len(side.metadata(None, via=survivor).brokers) == len(side.brokers), sizes.timeout,
+               interval=0.2, what=f"the killed {side.kind} broker back")
+    # The admin client's controller may be the one killed (NOT_CONTROLLER): a new client finds the new one.
+    for attempt in range(5):
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": side.bootstrap})
+        deleting = admin.delete_topics(names, operation_timeout=sizes.timeout, request_timeout=sizes.timeout + 60)
+        try:
+            for future in deleting.values():
+                future.result(sizes.timeout + 60)
+            break
+        except confluent_kafka.KafkaException as error:
+            if error.args[0].code() != confluent_kafka.KafkaError.NOT_CONTROLLER or attempt == 4:
+                raise
+            names = [name for name in names if name in {t.name for t in side.metadata(names).topics}]
+            time.sleep(1)
+    print(f"failover run {run} on {side.kind}: {sum(counts) * 3:,} replicas, controller {killed.broker_id} "
+          f"killed, every partition led again in {seconds:.2f}s", file=sys.stderr, flush=True)
+    return {"seconds": seconds}
+
+
 THROUGHPUT = (Metric("mib_s", "MiB/s", "MiB/s", True),)
 COPY = (*THROUGHPUT, Metric("seconds", "seconds", "s", False))
 FIGURES = {f.name: f for f in (
@@ -874,6 +943,8 @@ FIGURES = {f.name: f for f in (
     Figure("scale", (Metric("create_s", "created and led", "s", False),
                      Metric("metadata_ms", "Metadata of them all", "ms", False),
                      Metric("rss_mib", "broker resident memory after", "MiB", False)), scale_run),
+    Figure("failover", (Metric("seconds", "session ended to every partition led", "s", False),), failover_run,
+           brokers=3),
 )}
 TITLES = {
     "produce-rf1": "produce, 3 partitions, RF 1, acks=1",
@@ -890,6 +961,7 @@ TITLES = {
     "recovery": "broker restart after kill -9",
     "create-topics": "CreateTopics of 7 topics, 115 partitions, RF 3",
     "scale": "partitions on one broker",
+    "failover": "controller killed, partitions at RF 3 on 3 brokers",
     "rolling-restart": "rolling restart of 3 brokers, acks=all, RF 3",
     "tls": "over TLS, 3 partitions, RF 1, acks=1",
 }
@@ -973,6 +1045,9 @@ def quiet_cleanup() -> None:
 # (socket.timeout.ms, 300 s) on this machine under load, Kafka's as well as minikafka's;
 # --scale-partitions 10000 runs the aim.
 SCALE_PARTITIONS = 5_000
+# Issue 34's aim is a failover of 30,000 replicas (--failover-partitions 10000); by default a
+# third of it, for time: each run creates and deletes its partitions on both kinds.
+FAILOVER_PARTITIONS = 3_400
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -981,7 +1056,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and one counted run: a smoke run, not figures to quote")
     parser.add_argument("--repeat", type=int, help="counted runs per kind (default 3; --quick 1)")
-    parser.add_argument("--brokers", type=int, help="brokers of each kind (default 3 when produce-rf3, create-topics or rolling-restart runs, else 1)")
+    parser.add_argument("--brokers", type=int, help="brokers of each kind (default 3 when produce-rf3, create-topics, rolling-restart or failover runs, else 1)")
     parser.add_argument("--records", type=int, help="records of a produce, consume or cpu run")
     parser.add_argument("--txn-records", type=int)
     parser.add_argument("--partitions", type=int, help="partitions of the startup topic")
@@ -992,6 +1067,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keys", type=int, help="distinct keys of those updates")
     parser.add_argument("--segments", type=int, help="segments of the broker killed in the recovery run")
     parser.add_argument("--scale-partitions", type=int, help="partitions the scale run creates on one broker")
+    parser.add_argument("--failover-partitions", type=int, help="partitions (RF 3) of the failover run")
     args = parser.parse_args(argv)
     names = list(FIGURES) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in FIGURES]
@@ -1017,6 +1093,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         keys=args.keys or (1000 if quick else 10_000),
         recovery_segments=args.segments or (100 if quick else 1000),
         scale_partitions=args.scale_partitions or (500 if quick else SCALE_PARTITIONS),
+        failover_partitions=args.failover_partitions or (300 if quick else FAILOVER_PARTITIONS),
     )
     return args
 
@@ -1074,7 +1151,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions, "
           f"{sizes.copy_bytes // MiB:,} MiB a catch-up/reassignment/dir move, {sizes.dirty_bytes // MiB:,} MiB of "
           f"updates of {sizes.keys:,} keys a clean, {sizes.recovery_segments:,} segments a recovery, "
-          f"{sizes.scale_partitions:,} partitions a scale run; median of "
+          f"{sizes.scale_partitions:,} partitions a scale run, {sizes.failover_partitions:,} (RF 3) a failover run; median of "
           f"{args.repeat} interleaved run(s) per kind after one warm-up each{' (--quick: a smoke run)' if args.quick else ''}."
           f"\n\nmachine: {machine()}; {took:.0f} s in all\n")
     print("\n".join(table(outcomes)))
