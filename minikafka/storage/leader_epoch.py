@@ -128,7 +128,12 @@ class LeaderEpochCache:
         kept = [(e, o) for e, o in self.entries if o < end_offset]
         if len(kept) != len(self.entries):
             self.entries = kept
-            self._persist_sync_later()
+            # With none left the file is not rewritten: each entry it holds starts at or past
+            # the log end, so loading the log cuts them again, and the first append assigns an
+            # epoch to the empty list, which writes the file. (A broker of 3,000 empty
+            # partitions rewrote and fsynced every one of their files at each restart.)
+            if kept:
+                self._persist_sync_later()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly before ``start_offset``; the one spanning it now starts there."""

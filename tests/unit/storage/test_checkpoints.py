@@ -109,6 +109,24 @@ def test_leader_epoch_truncation(tmp_path, io):
     assert cache.entries == [(4, 12)]
 
 
+def test_a_truncation_to_no_epoch_leaves_the_file_for_the_next_assignment(tmp_path, io):
+    # A restart of an empty partition cuts its (epoch, 0) at log end 0: rewriting the file for
+    # that cost every partition a file written and fsynced. The file's entries all start at
+    # or past the log end, so a load cuts them again, and the next epoch writes the file.
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(str(tmp_path), io)
+    cache.assign(3, 0)
+    written = path.stat()
+    cache.truncate_from_end(0)
+    assert cache.entries == []
+    assert path.stat().st_ino == written.st_ino and path.read_text() == "0\n1\n3 0\n"
+    reloaded = LeaderEpochCache(str(tmp_path), io)
+    reloaded.truncate_from_end(0)
+    assert reloaded.entries == []
+    reloaded.assign(5, 0)
+    assert LeaderEpochCache(str(tmp_path), io).entries == [(5, 0)]
+
+
 def test_corrupt_epoch_checkpoint_starts_empty(tmp_path, io):
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n5\n1 0\n")
     assert LeaderEpochCache(str(tmp_path), io).entries == []
