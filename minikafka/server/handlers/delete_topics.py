@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 
@@ -38,17 +39,21 @@ async def handle(request: Request[DeleteTopicsRequestView], ctx: BrokerContext) 
     else:
         wanted = [(name, ZERO_UUID) for name in body.topic_names]
     counts = Counter(name if name is not None else topic_id for name, topic_id in wanted)
-    responses: list[DeletableTopicResult] = []
+
+    async def refused(name: str | None, topic_id: uuid.UUID, message: str) -> DeletableTopicResult:
+        return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST, "error_message": message}
+
+    answers = []
     for name, topic_id in wanted:
         if counts[name if name is not None else topic_id] > 1:
-            responses.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
-                              "error_message": "Duplicate topic in the request"})
+            answers.append(refused(name, topic_id, "Duplicate topic in the request"))
         elif name is not None and topic_id != ZERO_UUID:
-            responses.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
-                              "error_message": "A topic is named by its name or by its id, not both"})
+            answers.append(refused(name, topic_id, "A topic is named by its name or by its id, not both"))
         elif name is None and topic_id == ZERO_UUID:
-            responses.append({"name": None, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
-                              "error_message": "Neither a topic name nor a topic id"})
+            answers.append(refused(name, topic_id, "Neither a topic name nor a topic id"))
         else:
-            responses.append(await _delete(name, topic_id, ctx))
-    return {"throttle_time_ms": 0, "responses": responses}
+            answers.append(_delete(name, topic_id, ctx))
+    # All at once, as Kafka marks them all and waits for them together: one after the other, each
+    # waited for its deletion to finish before the next was even marked (30 topics of 100
+    # partitions took 21 s).
+    return {"throttle_time_ms": 0, "responses": list(await asyncio.gather(*answers))}
