@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK_SIZE = 1000
 # Well within ZooKeeper's default request limit (jute.maxbuffer, 1 MiB): three small znodes each.
 PARTITIONS_PER_TRANSACTION = 500
+DELETES_PER_TRANSACTION = 1000
 PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/brokers",
                     "/config/changes", "/admin/delete_topics", "/isr_change_notification",
                     "/log_dir_event_notification", "/cluster")
@@ -800,8 +801,33 @@ class KafkaZk:
 
     async def delete_topic_znodes(self, topic: str, controller_epoch_version: int) -> None:
         """The controller's last step of a topic deletion, only while the controller epoch is ours."""
-        for path in (topic_path(topic), f"/config/topics/{topic}", f"/admin/delete_topics/{topic}"):
+        await self.delete_tree(topic_path(topic), controller_epoch_version)
+        for path in (f"/config/topics/{topic}", f"/admin/delete_topics/{topic}"):
             await self.delete(path, recursive=True, controller_epoch_version=controller_epoch_version)
+
+    async def delete_tree(self, path: str, controller_epoch_version: int) -> None:
+        """Delete ``path`` and all under it while the controller epoch is ours: the tree read a
+        level at a time (each level's children asked at once), then deleted deepest first in
+        transactions of up to DELETES_PER_TRANSACTION znodes, each one ZooKeeper commit where a
+        znode took one (a topic of 100 partitions has 203; one at a time, a deletion of 30 such
+        topics held the controller 15 s). A tree that changed meanwhile (a transaction finds a
+        znode gone or added) is left to ``delete``, znode by znode."""
+        levels = [[path]]
+        while levels[-1]:
+            found = await asyncio.gather(*(self.children(parent) for parent in levels[-1]))
+            levels.append([f"{parent}/{child}" for parent, kids in zip(levels[-1], found, strict=True)
+                           for child in kids])
+        doomed = [znode for level in reversed(levels) for znode in level]
+        for start in range(0, len(doomed), DELETES_PER_TRANSACTION):
+            def ops(t: Any, chunk: list[str] = doomed[start:start + DELETES_PER_TRANSACTION]) -> None:
+                t.check("/controller_epoch", controller_epoch_version)
+                for znode in chunk:
+                    t.delete(znode)
+            try:
+                await self._commit(ops)
+            except (StaleState, NotEmptyError):
+                await self.delete(path, recursive=True, controller_epoch_version=controller_epoch_version)
+                return
 
     # -- notifications -------------------------------------------------------------------------
     async def update_isr(self, topic: str, partition: int, state: LeaderIsr, version: int) -> int:

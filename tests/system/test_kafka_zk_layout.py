@@ -11,7 +11,15 @@ import pytest
 
 from minikafka.security.scram import new_credential
 from minikafka.security.stores import ZkSecurityStore
-from minikafka.zk.kafka_zk import FEATURE, FEATURE_ENABLED, ControllerZnode, FeatureZnode, KafkaZk, LeaderIsr
+from minikafka.zk.kafka_zk import (
+    FEATURE,
+    FEATURE_ENABLED,
+    ControllerZnode,
+    FeatureZnode,
+    KafkaZk,
+    LeaderIsr,
+    StaleState,
+)
 from tests.system.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.shared_zookeeper  # each test under a chroot of its own
@@ -123,3 +131,28 @@ async def test_new_partitions_states_are_written_and_read_with_one_read_for_each
     assert found == [(LeaderIsr(1, 0, (1,), epoch), 0)] * 50
     assert await zk.partition_states("unborn", list(range(50))) == [None] * 50
     assert reads.count("/brokers/topics/unborn/partitions") == 1 and len(reads) == 2
+
+
+async def test_a_topic_tree_is_deleted_in_a_few_transactions_and_only_by_the_current_controller(
+        zk: KafkaZk, monkeypatch: pytest.MonkeyPatch) -> None:
+    became = await zk.try_become_controller(1)
+    assert became is not None
+    epoch, epoch_version = became
+    states = {("t", p): LeaderIsr(1, 0, (1,), epoch) for p in range(600)}
+    await zk.create("/brokers/topics/t", b"{}", makepath=True)
+    await zk.create_partition_states(states, epoch_version)
+    with pytest.raises(StaleState):  # a controller whose epoch moved on deletes nothing
+        await zk.delete_tree("/brokers/topics/t", epoch_version + 1)
+    assert len(await zk.children("/brokers/topics/t/partitions")) == 600
+    commits = 0
+    commit = zk._commit
+
+    async def counted(ops: Any) -> Any:
+        nonlocal commits
+        commits += 1
+        return await commit(ops)
+    monkeypatch.setattr(zk, "_commit", counted)
+    await zk.delete_tree("/brokers/topics/t", epoch_version)
+    assert await zk.exists("/brokers/topics/t") is None
+    assert commits == 2, "1,202 znodes in transactions of 1,000, not one a znode"
+    await zk.delete_tree("/brokers/topics/gone", epoch_version)  # nothing there: nothing to do
