@@ -487,9 +487,9 @@ class ZkController:
                 return elected.pop(tp)
             # A race lost (its leader changed the ISR meanwhile): decided again on the fresh
             # state, if its leader still cannot serve.
-            if self.state.partitions[tp].state.leader in state.eligible(tp):
+            record = state.partitions[tp]
+            if record.state.leader in state.eligible(tp):
                 return None
-            record = self.state.partitions[tp]
             return self._elected(tp, elections.offline_partition(state.replicas(tp), record.state.isr,
                                                                  state.eligible(tp)))
         # Written together, in as few ZooKeeper transactions as hold them: one at a time, a
