@@ -59,13 +59,16 @@ def test_make_run_takes_overrides_and_logs_where_it_serves_and_its_metrics(check
                                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
+        serving = f"serving on PLAINTEXT://127.0.0.1:{port}"
         metrics = None
-        while metrics is None and time.monotonic() < deadline and make.poll() is None:
+        log = ""
+        # The metrics line comes first: a look between the two found the first alone.
+        while not (metrics and serving in log) and time.monotonic() < deadline and make.poll() is None:
             time.sleep(0.1)
-            metrics = re.search(r"metrics on (http://\S+/metrics)", output.read_text())
-        log = output.read_text()
+            log = output.read_text()
+            metrics = re.search(r"metrics on (http://\S+/metrics)", log)
         assert metrics is not None, log
-        assert f"serving on PLAINTEXT://127.0.0.1:{port}" in log
+        assert serving in log
         with urllib.request.urlopen(metrics.group(1), timeout=10) as response:
             assert b"minikafka_log_dir_bytes" in response.read()
         assert (checkout / "data" / "d1" / "meta.properties").exists()
