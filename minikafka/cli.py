@@ -119,16 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
 def parse_log_levels(text: str) -> tuple[str, dict[str, str]]:
     """``LEVEL[,LOGGER=LEVEL...]``: the root level and a level per named logger."""
     root, *named = [part.strip() for part in text.split(",")]
 
+    known = logging.getLevelNamesMapping()
+
     def level(value: str, where: str) -> str:
-        if value.upper() not in LOG_LEVELS:
-            raise ValueError(f"{value!r} {where} is not a level (one of {', '.join(LOG_LEVELS)})")
+        if value.upper() not in known:
+            raise ValueError(f"{value!r} {where} is not a level (one of {', '.join(known)})")
         return value.upper()
 
     loggers: dict[str, str] = {}

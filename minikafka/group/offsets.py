@@ -102,8 +102,9 @@ class Offsets:
                     group.offsets.update(accepted)
                 else:
                     group.pending_txn_offsets.setdefault(txn.producer_id, {}).update(accepted)
-                    log.debug("group %s: producer %d's open transaction commits %s", group_id, txn.producer_id,
-                              _shown(accepted))
+                    if log.isEnabledFor(logging.DEBUG):
+                        log.debug("group %s: producer %d's open transaction commits %s", group_id,
+                                  txn.producer_id, _shown(accepted))
                 if new_group:
                     self.groups[group_id] = group
             records = [_offset_record(group_id, tp, om) for tp, om in accepted.items()]
@@ -121,7 +122,7 @@ class Offsets:
             ended = group.pending_txn_offsets.pop(producer_id, None)
             if ended and committed and group.state != GroupState.DEAD:
                 group.offsets.update(ended)
-            if ended:
+            if ended and log.isEnabledFor(logging.DEBUG):
                 log.debug("group %s: producer %d's transaction %s, its offsets %s", group.group_id, producer_id,
                           "committed" if committed else "aborted", _shown(ended))
 
