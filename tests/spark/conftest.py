@@ -8,7 +8,9 @@ connector (format "kafka", fetched by Maven on first use), since jars join a JVM
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,8 +33,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.sections.append((f"broker stderr {broker.bootstrap}", broker.stderr_text()))
 
 
+def _worker_python(directory: Path) -> str:
+    """An executable that runs this interpreter with Spark's pyspark.zip dropped from PYTHONPATH.
+
+    Spark starts a new Python process for each query it plans with a Python data source and waits
+    a fixed 10 s for it to connect back. The path Spark gives that process puts its pyspark.zip
+    first, whose modules Python compiles afresh at every start (a zip holds no bytecode): three
+    times the CPU of importing the same pyspark installed in this environment. On two cores shared
+    with the rest of the suite, that made a start miss Spark's 10 s now and then.
+    """
+    wrapper = directory / "python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "PYTHONPATH=$(printf %s \"$PYTHONPATH\" | tr : '\\n' | grep -v '/pyspark/python/lib/' | paste -sd :)\n"
+        f"export PYTHONPATH\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = _worker_python(tmp_path_factory.mktemp("spark-python"))
     session = local_session("minikafka-spark-tests", conf={
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.python.worker.reuse": "true",
