@@ -418,14 +418,18 @@ class ZkController:
         for tp in led:  # until a leader is elected, if one can be
             state.move_partition(tp, OFFLINE)
         await self._elect_offline(led)
-        # Followers on the dead brokers leave the ISR of the partitions that still have a leader.
+        # Followers on the dead brokers leave the ISR of the partitions that still have a leader,
+        # in a new leader epoch as every ISR change the controller makes (a Kafka broker ignores
+        # a LeaderAndIsr of the epoch it has: it would keep the old ISR and never add the
+        # follower back).
         changed: dict[TopicPartition, PartitionRecord] = {}
         for tp, record in list(state.partitions.items()):
             isr = record.state.isr
             if record.state.leader in gone or not any(b in isr for b in gone) or record.state.leader < 0:
                 continue
             new_isr = tuple(b for b in isr if b not in gone) or isr
-            updated = await self._write(tp, replace(record.state, isr=new_isr))
+            updated = await self._write(tp, replace(record.state, isr=new_isr,
+                                                    leader_epoch=record.state.leader_epoch + 1))
             if updated is not None:
                 changed[tp] = updated
         self._tell_replicas(changed)
@@ -706,9 +710,10 @@ class ZkController:
             record = state.partitions.get(tp)
             if record is None or tp[0] in state.deleting or broker not in record.state.isr:
                 continue
-            new_state = replace(record.state, isr=tuple(b for b in record.state.isr if b != broker))
+            new_state = replace(record.state, isr=tuple(b for b in record.state.isr if b != broker),
+                                leader_epoch=record.state.leader_epoch + 1)
             if record.state.leader == broker:
-                new_state = replace(new_state, leader=elections.NO_LEADER, leader_epoch=record.state.leader_epoch + 1)
+                new_state = replace(new_state, leader=elections.NO_LEADER)
                 led.append(tp)
             updated = await self._write(tp, new_state)
             if updated is not None:
@@ -761,9 +766,10 @@ class ZkController:
             if not (lost_replica(recorded, registration) and broker in record.state.isr):
                 moved[tp] = ((topic_id, index), replace(new_state, controller_epoch=state.epoch))
                 continue
-            new_state = replace(new_state, isr=tuple(b for b in record.state.isr if b != broker))
+            new_state = replace(new_state, isr=tuple(b for b in record.state.isr if b != broker),
+                                leader_epoch=record.state.leader_epoch + 1)
             if record.state.leader == broker:
-                new_state = replace(new_state, leader=elections.NO_LEADER, leader_epoch=record.state.leader_epoch + 1)
+                new_state = replace(new_state, leader=elections.NO_LEADER)
             updated = await self._write(tp, new_state)
             if updated is None:  # the partition changed meanwhile: the broker sends it again
                 results[(topic_id, index)] = ErrorCode.NOT_CONTROLLER

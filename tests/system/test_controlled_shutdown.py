@@ -1,4 +1,5 @@
-"""The controller's side of a broker's clean stop (ControlledShutdown), against a real ZooKeeper.
+"""The controller's side of a broker's clean stop (ControlledShutdown) and of its death, against a
+real ZooKeeper.
 
 The controller runs in this process with brokers registered by hand (their addresses answer
 nobody: only what it writes to ZooKeeper is looked at). It moves every leadership off the
@@ -96,6 +97,25 @@ async def test_a_partition_whose_leader_changed_its_isr_meanwhile_still_loses_th
         assert found is not None and found[0].leader != LEAVING and LEAVING not in found[0].isr, (index, found)
     after = await harness.zk.partition_state("t", 1)
     assert after is not None and after[0].isr == (2,), "the leader's own ISR change was lost"
+
+
+async def test_a_broker_gone_leaves_every_isr_in_a_new_leader_epoch(harness: Harness) -> None:
+    # Not a clean stop: the broker's registration vanishes (its session ended). A follower's
+    # removal from the ISR comes in a new leader epoch, as from Kafka's controller: a Kafka
+    # leader ignores a LeaderAndIsr of the epoch it has, so it would keep the dead follower in
+    # its ISR and never propose adding it back.
+    before = {index: await harness.zk.partition_state("t", index) for index in ASSIGNMENT}
+    await harness.zk.delete("/brokers/ids/3")
+
+    async def without_3() -> bool:
+        found = await harness.zk.partition_state("t", 0)
+        return found is not None and 3 not in found[0].isr
+    await until(without_3, "broker 3 out of t-0's ISR")
+    for index in (0, 1, 2):  # broker 3 follows; the leaders stay
+        old, new = before[index], await harness.zk.partition_state("t", index)
+        assert old is not None and new is not None
+        assert new[0].leader == old[0].leader and 3 not in new[0].isr, (index, new)
+        assert new[0].leader_epoch == old[0].leader_epoch + 1, (index, old, new)
 
 
 async def test_leaderships_go_back_to_their_preferred_replicas_in_one_transaction(
