@@ -256,8 +256,10 @@ def _kafka_follower(tmp_path: Path, zookeeper: ZkRoot, **settings: str) -> Kafka
 
 
 def _pause_until_the_isr_shrinks(zk: KazooClient, bootstrap: str, follower: KafkaZkBroker, what: str) -> None:
-    """Create topic isr (replicas 2 and 3, 2 leading), stop the Kafka follower 3 until the ISR is
-    the leader alone, then let it go on."""
+    """Create topic isr (replicas 2 and 3, 2 leading), stop the Kafka follower 3 and produce a
+    record until the ISR is the leader alone, then let it go on. The record is what makes the
+    leader drop it: a follower at the leader's log end stays in sync however long it is silent
+    (Kafka's rule), and a first fetch can land before the stop."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         admin.create_topics([NewTopic("isr", replica_assignments={0: [2, 3]})])
@@ -268,6 +270,9 @@ def _pause_until_the_isr_shrinks(zk: KazooClient, bootstrap: str, follower: Kafk
     assert follower.process is not None
     follower.process.process.send_signal(signal.SIGSTOP)  # the follower stops fetching
     try:
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": 1})
+        producer.produce("isr", b"while the follower is stopped")
+        assert producer.flush(30) == 0, "the record for the stopped follower to miss was not acknowledged"
         wait_until(lambda: _state(zk, "isr", 0)["isr"] == [2], 60, interval=0.2, what=what)
     finally:
         follower.process.process.send_signal(signal.SIGCONT)
