@@ -92,11 +92,22 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, record_by
                 break
             except BufferError:
                 producer.poll(0.01)
-    remaining = producer.flush(timeout)
+    remaining = flushed(producer, timeout)
     elapsed = time.perf_counter() - started
     if remaining or failures:
         raise RuntimeError(f"produce to {topic}: {remaining} undelivered, errors {failures}")
     return Result("produce", acks, partitions, records, records * record_bytes, elapsed)
+
+
+def flushed(producer: confluent_kafka.Producer, timeout: float) -> int:
+    """producer.flush(timeout) in half-second slices; the records still queued. One long flush holds
+    off Ctrl-C and SIGTERM until it returns (Python runs a signal's handler between two calls), and
+    with a broker gone that is the whole timeout: a bench stopped then would stop minutes later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = producer.flush(min(0.5, max(0.0, deadline - time.monotonic())))
+        if not remaining or time.monotonic() >= deadline:
+            return int(remaining)
 
 
 def consume(bootstrap: str, topic: str, partitions: int, records: int, acks: str, timeout: float,

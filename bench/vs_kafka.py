@@ -84,7 +84,7 @@ from kazoo.client import KazooClient  # noqa: E402
 
 from bench.bench_cluster import one_create_topics, rolling_restart_under_load  # noqa: E402
 from bench.bench_txn import transactional  # noqa: E402
-from bench.run import MiB, consume, produce  # noqa: E402
+from bench.run import MiB, consume, flushed, produce  # noqa: E402
 from minikafka.tools.client import ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, Cluster  # noqa: E402
 from tests.integration.broker_process import (  # noqa: E402
     HOST,
@@ -478,7 +478,7 @@ def latency_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     # One record through first: the consumer has found the leader and its offset and is fetching
     # before the clock starts, or the first records' latencies would be its start-up.
     producer.produce(topic, value=bytes(RECORD_BYTES), partition=0)
-    producer.flush(60)
+    flushed(producer, 60)
     deadline = time.monotonic() + 60
     while not consumer.consume(num_messages=1, timeout=0.5):
         if time.monotonic() > deadline:
@@ -507,7 +507,7 @@ def latency_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
                 producer.poll(min(due - now, 0.001))
             producer.produce(topic, value=struct.pack(">d", time.perf_counter()) + padding, partition=0)
             producer.poll(0)
-        if producer.flush(sizes.timeout):
+        if flushed(producer, sizes.timeout):
             raise RuntimeError(f"latency run on {side.kind}: records left undelivered")
     finally:
         receiver.join(sizes.latency_seconds + 90)
@@ -584,7 +584,7 @@ def fill(bootstrap: str, topic: str, total_bytes: int, record_bytes: int = 64 <<
                 break
             except BufferError:
                 producer.poll(0.01)
-    if producer.flush(600) or failures:
+    if flushed(producer, 600) or failures:
         raise RuntimeError(f"could not fill {topic}: {failures}")
 
 
@@ -1100,6 +1100,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def report(args: argparse.Namespace, dist_version: str, outcomes: list[Outcome], took: float, complete: bool) -> None:
+    """The table of what was measured, with the sizes and the machine it ran on."""
+    sizes = args.sizes
+    print(f"## Apache Kafka {dist_version} and minikafka side by side (bench/vs_kafka.py)\n")
+    print(f"{args.brokers} broker(s) of each kind on one ZooKeeper, the same settings and disk; confluent-kafka "
+          f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}) for both; 1 KiB records, "
+          f"{sizes.records:,} a produce/consume/cpu run, {sizes.txn_records:,} a transactional run "
+          f"({sizes.per_txn} a transaction), latency at {sizes.latency_rate:,} records/s for "
+          f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions, "
+          f"{sizes.copy_bytes // MiB:,} MiB a catch-up/reassignment/dir move, {sizes.dirty_bytes // MiB:,} MiB of "
+          f"updates of {sizes.keys:,} keys a clean, {sizes.recovery_segments:,} segments a recovery, "
+          f"{sizes.scale_partitions:,} partitions a scale run, {sizes.failover_partitions:,} (RF 3) a failover run; median of "
+          f"{args.repeat} interleaved run(s) per kind after one warm-up each{' (--quick: a smoke run)' if args.quick else ''}."
+          f"\n\nmachine: {machine()}; {took:.0f} s in all\n")
+    if not complete:
+        print(f"Stopped before its end: {len(outcomes)} of {len(args.figures)} figures measured.\n")
+    print("\n".join(table(outcomes)))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     dist = kafka(KAFKA_LINE)  # fetched before any process starts: Maven may take minutes the first time
@@ -1137,26 +1156,15 @@ def main(argv: list[str] | None = None) -> int:
                 for side in sides.values():
                     for broker in side.brokers:
                         print(f"---- {side.kind} broker {broker.broker_id}\n{broker.output()}", file=sys.stderr)
+            elif outcomes:  # stopped on purpose: what was measured is still worth its table
+                report(args, dist.version, outcomes, time.monotonic() - started, complete=False)
             raise
         finally:
             quiet_cleanup()
             for side in sides.values():
                 side.close()
             zookeeper.close()
-    took = time.monotonic() - started
-    sizes = args.sizes
-    print(f"## Apache Kafka {dist.version} and minikafka side by side (bench/vs_kafka.py)\n")
-    print(f"{args.brokers} broker(s) of each kind on one ZooKeeper, the same settings and disk; confluent-kafka "
-          f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}) for both; 1 KiB records, "
-          f"{sizes.records:,} a produce/consume/cpu run, {sizes.txn_records:,} a transactional run "
-          f"({sizes.per_txn} a transaction), latency at {sizes.latency_rate:,} records/s for "
-          f"{sizes.latency_seconds:g} s, startup with {sizes.startup_partitions:,} partitions, "
-          f"{sizes.copy_bytes // MiB:,} MiB a catch-up/reassignment/dir move, {sizes.dirty_bytes // MiB:,} MiB of "
-          f"updates of {sizes.keys:,} keys a clean, {sizes.recovery_segments:,} segments a recovery, "
-          f"{sizes.scale_partitions:,} partitions a scale run, {sizes.failover_partitions:,} (RF 3) a failover run; median of "
-          f"{args.repeat} interleaved run(s) per kind after one warm-up each{' (--quick: a smoke run)' if args.quick else ''}."
-          f"\n\nmachine: {machine()}; {took:.0f} s in all\n")
-    print("\n".join(table(outcomes)))
+    report(args, dist.version, outcomes, time.monotonic() - started, complete=True)
     return 0
 
 
