@@ -337,7 +337,16 @@ def record_keys(section: bytes, header: BatchHeader) -> list[tuple[int, bytes | 
     size = len(section)
     try:
         for _ in range(header.records_count):
-            length, body = _zigzag_at(section, pos)
+            # A record's length and its offset delta take two bytes once past 63 (records of a
+            # hundred bytes or more; the 64th record of a batch on): read inline too.
+            byte, second = section[pos], section[pos + 1]
+            if not byte & 0x80:
+                length, body = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif not second & 0x80:
+                raw = (byte & 0x7F) | (second << 7)
+                length, body = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                length, body = _zigzag_at(section, pos)
             end = body + length
             if length < 1 or end > size:
                 raise DecodeError(f"record length {length} does not fit the batch")
@@ -345,11 +354,14 @@ def record_keys(section: bytes, header: BatchHeader) -> list[tuple[int, bytes | 
             while section[cursor] & 0x80:  # the timestamp delta, skipped
                 cursor += 1
             cursor += 1
-            byte = section[cursor]
-            if byte & 0x80:
-                offset_delta, cursor = _zigzag_at(section, cursor)
-            else:
+            byte, second = section[cursor], section[cursor + 1]
+            if not byte & 0x80:
                 offset_delta, cursor = (byte >> 1) ^ -(byte & 1), cursor + 1
+            elif not second & 0x80:
+                raw = (byte & 0x7F) | (second << 7)
+                offset_delta, cursor = (raw >> 1) ^ -(raw & 1), cursor + 2
+            else:
+                offset_delta, cursor = _zigzag_at(section, cursor)
             byte = section[cursor]
             if byte & 0x80:
                 key_length, cursor = _zigzag_at(section, cursor)

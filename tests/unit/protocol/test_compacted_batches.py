@@ -67,6 +67,17 @@ def test_keys_read_what_kafka_python_reads(codec: int, offset_deltas: tuple[int,
     assert record_keys(_section(data), header) == [(r.offset, r.key) for r in DefaultRecordBatch(data)]
 
 
+def test_keys_of_records_of_every_length_read_what_kafka_python_reads() -> None:
+    # A record's length in one, two and three bytes (values of 10 B, 1 KiB and 20 KiB).
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for delta, size in enumerate((10, 1024, 20_480, 1024, 10)):
+        builder.append(delta * 40, timestamp=5000, key=b"k%d" % delta, value=b"v" * size, headers=[])
+    data = bytes(builder.build())
+    header = parse_batch_header(data)
+    assert record_keys(_section(data), header) == [(r.offset, r.key) for r in DefaultRecordBatch(data)]
+
+
 def test_keys_of_a_section_that_does_not_hold_its_records_are_corrupt() -> None:
     data = _batch()
     header = parse_batch_header(data)
