@@ -5,6 +5,8 @@ joined, on a cluster that has no __consumer_offsets yet, completes."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import confluent_kafka
 import pytest
 
@@ -24,6 +26,20 @@ pytestmark = pytest.mark.shared_zookeeper
 def test_the_first_find_coordinator_answers_with_the_coordinator(cluster: Cluster) -> None:
     answer = inter_broker_request(cluster.brokers[1].port, FIND_COORDINATOR, 2, {"key": "first-group", "key_type": 0})
     assert (ErrorCode(answer.error_code), answer.node_id in cluster.brokers) == (ErrorCode.NONE, True)
+
+
+def test_first_lookups_at_once_on_every_broker_all_answer_with_the_coordinator(cluster: Cluster) -> None:
+    # One creates the topic; the others may come while their broker knows it with no partition
+    # led yet, and wait for the leaders too (a full run caught librdkafka's committed() failing
+    # on the COORDINATOR_NOT_AVAILABLE they were answered).
+    def lookup(broker: int) -> tuple[ErrorCode, bool]:
+        answer = inter_broker_request(cluster.brokers[broker].port, FIND_COORDINATOR, 2,
+                                      {"key": f"group-{broker}", "key_type": 0})
+        return ErrorCode(answer.error_code), answer.node_id in cluster.brokers
+
+    with ThreadPoolExecutor(len(cluster.brokers)) as pool:
+        answers = list(pool.map(lookup, sorted(cluster.brokers)))
+    assert answers == [(ErrorCode.NONE, True)] * len(cluster.brokers)
 
 
 def test_offsets_sent_to_a_transaction_for_a_group_no_consumer_joined(cluster: Cluster) -> None:

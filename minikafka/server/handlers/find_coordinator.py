@@ -28,13 +28,17 @@ NEW_TOPIC_LEADER_WAIT_S = 5.0
 
 async def ensure_internal_topic(ctx: BrokerContext, topic: str) -> None:
     """Create __consumer_offsets or __transaction_state on first use, as Kafka does, and wait a
-    bounded time for its partitions to be led."""
-    if ctx.metadata.topic(topic) is not None:
+    bounded time for its partitions to be led; also when another lookup created it a moment
+    before (this broker knows the topic with none of its partitions led yet: answered then,
+    the lookup was COORDINATOR_NOT_AVAILABLE, which librdkafka's committed() does not retry)."""
+    found = ctx.metadata.topic(topic)
+    if found is not None and any(p.available for p in found.partitions.values()):
         return
-    result = await ctx.controller.create_internal_topic(topic)
-    if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        log.error("could not create %s: %s %s", topic, result.error.name, result.message or "")
-        return
+    if found is None:
+        result = await ctx.controller.create_internal_topic(topic)
+        if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            log.error("could not create %s: %s %s", topic, result.error.name, result.message or "")
+            return
 
     def led() -> bool:
         found = ctx.metadata.topic(topic)
