@@ -124,6 +124,13 @@ def _names(partitions: Iterable[TopicPartition]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "none"
 
 
+def _lost_from_isr(state: LeaderIsr, broker: int) -> LeaderIsr:
+    """``state`` once ``broker``'s replica lost its data (KIP-858): out of the ISR even as its last
+    member, no longer leading, in a new leader epoch (as every ISR change the controller makes)."""
+    return replace(state, isr=tuple(b for b in state.isr if b != broker), leader_epoch=state.leader_epoch + 1,
+                   leader=elections.NO_LEADER if state.leader == broker else state.leader)
+
+
 class ZkController:
     def __init__(self, config: BrokerConfig, zk: KafkaZk, inter_broker_listener: str,
                  security: ClientSecurity = PLAINTEXT_CLIENT, control_plane_security: ClientSecurity | None = None
@@ -710,10 +717,8 @@ class ZkController:
             record = state.partitions.get(tp)
             if record is None or tp[0] in state.deleting or broker not in record.state.isr:
                 continue
-            new_state = replace(record.state, isr=tuple(b for b in record.state.isr if b != broker),
-                                leader_epoch=record.state.leader_epoch + 1)
+            new_state = _lost_from_isr(record.state, broker)
             if record.state.leader == broker:
-                new_state = replace(new_state, leader=elections.NO_LEADER)
                 led.append(tp)
             updated = await self._write(tp, new_state)
             if updated is not None:
@@ -766,10 +771,7 @@ class ZkController:
             if not (lost_replica(recorded, registration) and broker in record.state.isr):
                 moved[tp] = ((topic_id, index), replace(new_state, controller_epoch=state.epoch))
                 continue
-            new_state = replace(new_state, isr=tuple(b for b in record.state.isr if b != broker),
-                                leader_epoch=record.state.leader_epoch + 1)
-            if record.state.leader == broker:
-                new_state = replace(new_state, leader=elections.NO_LEADER)
+            new_state = _lost_from_isr(new_state, broker)
             updated = await self._write(tp, new_state)
             if updated is None:  # the partition changed meanwhile: the broker sends it again
                 results[(topic_id, index)] = ErrorCode.NOT_CONTROLLER
