@@ -428,18 +428,14 @@ class ZkController:
         # Followers on the dead brokers leave the ISR of the partitions that still have a leader,
         # in a new leader epoch as every ISR change the controller makes (a Kafka broker ignores
         # a LeaderAndIsr of the epoch it has: it would keep the old ISR and never add the
-        # follower back).
-        changed: dict[TopicPartition, PartitionRecord] = {}
-        for tp, record in list(state.partitions.items()):
-            isr = record.state.isr
-            if record.state.leader in gone or not any(b in isr for b in gone) or record.state.leader < 0:
-                continue
-            new_isr = tuple(b for b in isr if b not in gone) or isr
-            updated = await self._write(tp, replace(record.state, isr=new_isr,
-                                                    leader_epoch=record.state.leader_epoch + 1))
-            if updated is not None:
-                changed[tp] = updated
-        self._tell_replicas(changed)
+        # follower back). Written together, as the elections are.
+        def without_gone(tp: TopicPartition) -> LeaderIsr | None:
+            led = state.partitions[tp].state
+            if led.leader < 0 or led.leader in gone or not any(b in led.isr for b in gone):
+                return None
+            return replace(led, isr=tuple(b for b in led.isr if b not in gone) or led.isr,
+                           leader_epoch=led.leader_epoch + 1)
+        self._tell_replicas(await self._decide_and_write(list(state.partitions), without_gone))
 
     async def _brokers_started(self, came: list[int]) -> None:
         state = self.state
@@ -711,18 +707,15 @@ class ZkController:
         gets a leader from the rest of the ISR, or none. They join the ISR again the usual way:
         a leader adds them once they have caught up by replication (KIP-858)."""
         state = self.state
-        changed: dict[TopicPartition, PartitionRecord] = {}
-        led: list[TopicPartition] = []
-        for tp in sorted(replicas):
+
+        def lost(tp: TopicPartition) -> LeaderIsr | None:
             record = state.partitions.get(tp)
             if record is None or tp[0] in state.deleting or broker not in record.state.isr:
-                continue
-            new_state = _lost_from_isr(record.state, broker)
-            if record.state.leader == broker:
-                led.append(tp)
-            updated = await self._write(tp, new_state)
-            if updated is not None:
-                changed[tp] = updated
+                return None
+            return _lost_from_isr(record.state, broker)
+        led = [tp for tp in replicas if (record := state.partitions.get(tp)) is not None
+               and record.state.leader == broker]
+        changed = await self._decide_and_write(sorted(replicas), lost)
         if not changed:
             return
         log.warning("broker %d no longer has the log dir recorded for its replicas of %s (a replaced disk?): they "
