@@ -614,9 +614,13 @@ class LogCleaner:
         """Every compacted log that may be cleaned now (not moving, not already being cleaned)."""
         now = self.now_ms()
         found = []
+        live_dirs = set(self.log_manager.live_dirs)
         for key, log_ in list(self.log_manager.logs.items()):
+            # Compacted logs with a sealed segment first: every log is looked at each backoff.
+            if not log_.config.compact or len(log_.segments) < 2:
+                continue
             if key in self.in_progress or key in self.uncleanable or key in self.log_manager.future_logs \
-                    or log_.log_dir not in self.log_manager.live_dirs or log_.closed:
+                    or log_.log_dir not in live_dirs or log_.closed:
                 continue
             try:
                 state = cleanable(log_, now, self._horizons.get(key))

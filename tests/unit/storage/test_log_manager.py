@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from minikafka.storage.checkpoints import parse_properties, uuid_from_base64
+import minikafka.storage.log_manager as log_manager_module
+from minikafka.storage.checkpoints import fsync_path, parse_properties, uuid_from_base64
 from minikafka.storage.errors import (
     InconsistentMetadataError,
     InconsistentTopicIdError,
@@ -149,6 +150,27 @@ async def test_a_batch_of_creations_weighs_the_dirs_once_and_places_as_one_by_on
     # Once the batch is over, a creation measures again (what changed since is seen).
     manager.get_or_create_log("c", 0, TOPIC_B)
     assert measured == 2
+
+
+async def test_a_failed_fsync_of_a_batch_of_creations_takes_only_its_dir_offline(dirs, managers, monkeypatch):
+    channel = LogDirFailureChannel()
+    manager = start(dirs, managers, channel=channel)
+    synced: list[str] = []
+
+    def fsync_failing_in_d2(path: str) -> None:
+        if path == dirs[1] or path.startswith(dirs[1] + os.sep):
+            raise OSError(errno.EIO, "Input/output error")
+        fsync_path(path)
+        synced.append(path)
+    monkeypatch.setattr(log_manager_module, "fsync_path", fsync_failing_in_d2)
+    async with manager.creating_many():
+        logs = [manager.get_or_create_log("a", p, TOPIC_A, log_dir=dirs[p % 3]) for p in range(30)]
+    assert [channel.is_offline(d) for d in dirs] == [False, True, False]
+    # Every other new log's metadata file and dir were fsynced, and their log dirs' entries, once each.
+    others = [log for log in logs if log.log_dir != dirs[1]]
+    wanted = {dirs[0], dirs[2]} | {path for log in others
+                                   for path in (os.path.join(log.dir_path, "partition.metadata"), log.dir_path)}
+    assert len(synced) == len(set(synced)) and set(synced) == wanted
 
 
 def test_placement_skips_offline_dirs(dirs, managers):
