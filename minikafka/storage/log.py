@@ -246,7 +246,12 @@ class Log:
         write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync, new_dir)
         if sync:
             fsync_dir(log_dir, guard)
-        log = cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
+        if new_dir:  # nothing to load or recover: one empty segment (a new replica costs only its files)
+            log = cls(log_dir, dir_path, topic, partition, topic_id, config, guard, background)
+            log.segments = [Segment.create(dir_path, 0, log.guard, config.index_interval_bytes)]
+            log._bases = [0]
+        else:
+            log = cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
         log.leader_epochs.synced = sync
         log.leader_epochs.absent = new_dir
         return log
