@@ -52,11 +52,13 @@ system-deps:
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# Apache Kafka 3.9 and 4.x (tests/interop/pom.xml) and Spark's Kafka connector for the installed
-# pyspark (tests/interop/spark-connector), fetched once into ~/.m2 and reused.
+# Apache Kafka 3.9 and 4.x (tests/interop/pom.xml), Spark's Kafka connector for the installed
+# pyspark (tests/interop/spark-connector) and a ZooKeeper 3.5 (tests/interop/zookeeper-3.5),
+# fetched once into ~/.m2 and reused.
 kafka-jars: $(BIN)/.installed-test system-deps
 	$(BIN)/python -m tests.interop.kafka fetch
 	$(BIN)/python -m tests.interop.spark_connector fetch
+	$(BIN)/python -m tests.interop.old_zookeeper fetch
 
 # lint-imports: the layer order of pyproject.toml's [tool.importlinter] (DESIGN.md: Layers).
 lint: $(BIN)/.installed-test

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import EXCEPTIONS as ZOOKEEPER_ERRORS
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
@@ -40,8 +41,12 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     RolledBackError,
     SessionExpiredError,
+    UnimplementedError,
 )
+from kazoo.protocol.paths import _prefix_root as with_chroot
 from kazoo.protocol.states import EventType, ZnodeStat
+
+from minikafka.zk.multi_read import NO_NODE, READS_PER_REQUEST, MultiRead
 
 log = logging.getLogger(__name__)
 
@@ -312,6 +317,8 @@ class KafkaZk:
         # Watches kazoo forgot (the connection dropped) or never set (their read failed for want of
         # ZooKeeper), called once it is connected again. Insertion-ordered, each once.
         self._after_reconnect: dict[Watch, None] = {}
+        # ZooKeeper 3.6 and later answer multiRead (``_probe_multi_read``).
+        self._multi_read = True
 
     # -- session ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -333,6 +340,28 @@ class KafkaZk:
         self.client.add_listener(self._on_state)
         for path in PERSISTENT_PATHS:
             await self.ensure_path(path)
+        await self._probe_multi_read()
+
+    async def _probe_multi_read(self) -> None:
+        """Whether ZooKeeper answers multiRead (3.6 and later), asked before the session is used:
+        an older one answers UNIMPLEMENTED and drops the connection, which kazoo makes again."""
+        try:
+            await self._multi_read_of(["/"])
+            return
+        except UnimplementedError:
+            self._multi_read = False
+            log.info("ZooKeeper at %s is older than 3.6 (no multiRead): many znodes are read one by one",
+                     self.connect)
+        assert self._loop is not None
+        deadline = self._loop.time() + self.connection_timeout_ms / 1000
+        while True:
+            try:
+                await self.exists("/")
+                return
+            except ZOOKEEPER_UNAVAILABLE:
+                if self._loop.time() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
 
     async def _ensure_chroot(self, hosts: str, chroot: str) -> None:
         root = KazooClient(hosts=hosts)
@@ -437,6 +466,29 @@ class KafkaZk:
             if watch is not None:
                 await self.exists(path, watch)
             return None
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """The data and stat of each znode (None where there is none), without watches: in
+        multiRead requests of READS_PER_REQUEST reads, or as pipelined reads from a ZooKeeper
+        older than 3.6."""
+        if not self._multi_read:
+            return list(await asyncio.gather(*(self.get(path) for path in paths)))
+        answers = await asyncio.gather(*(self._multi_read_of(paths[start:start + READS_PER_REQUEST])
+                                         for start in range(0, len(paths), READS_PER_REQUEST)))
+        return [found for answer in answers for found in answer]
+
+    async def _multi_read_of(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        async_result = self.client.handler.async_result()
+        self.client._call(MultiRead([with_chroot(self.client.chroot, path) for path in paths]), async_result)
+        found: list[tuple[bytes, ZnodeStat] | None] = []
+        for result in await self._call(async_result):
+            if isinstance(result, int):
+                if result != NO_NODE:
+                    raise ZOOKEEPER_ERRORS[result]()
+                found.append(None)
+            else:
+                found.append((result[0] or b"", result[1]))
+        return found
 
     async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
         return await self._watched(self.client.exists_async(path, watch=self._on_loop(watch)), watch)
@@ -687,11 +739,13 @@ class KafkaZk:
 
     async def partition_states(self, topic: str, partitions: Sequence[int]) -> list[tuple[LeaderIsr, int] | None]:
         """The state of each of the topic's ``partitions`` (None where it has none), asked all
-        at once (kazoo pipelines them); a topic without /partitions, as each new one, costs one
+        at once (``get_many``); a topic without /partitions, as each new one, costs one
         read instead of one a partition."""
         if await self.exists(f"/brokers/topics/{topic}/partitions") is None:
             return [None] * len(partitions)
-        return list(await asyncio.gather(*(self.partition_state(topic, index) for index in partitions)))
+        paths = [state_path(topic, index) for index in partitions]
+        return [None if got is None else (LeaderIsr.decode(path, got[0]), int(got[1].version))
+                for path, got in zip(paths, await self.get_many(paths), strict=True)]
 
     async def create_partition_state(self, topic: str, partition: int, state: LeaderIsr,
                                      controller_epoch_version: int) -> int:

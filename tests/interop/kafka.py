@@ -276,7 +276,7 @@ def kafka(line: str) -> Kafka:
     with _locked(directory):
         classpath = _read_classpath(classpath_file)
         if classpath is None:
-            _fetch(line, version, classpath_file)
+            fetch_classpath(POM, f"Apache Kafka {version}", classpath_file, "-P", f"kafka-{line}")
             classpath = _read_classpath(classpath_file)
             if classpath is None:
                 raise KafkaToolError(f"Maven resolved Kafka {version} but some jars of {classpath_file} are missing")
@@ -293,18 +293,18 @@ def _read_classpath(path: Path) -> tuple[Path, ...] | None:
     return jars
 
 
-def _fetch(line: str, version: str, classpath_file: Path) -> None:
+def fetch_classpath(pom: Path, what: str, classpath_file: Path, *maven_args: str) -> None:
+    """Have Maven fetch the jars ``pom`` names and write their classpath to ``classpath_file``."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise KafkaToolError("mvn is not installed: the Kafka interop tests fetch Kafka's jars with Maven "
-                             "(make system-deps)")
+        raise KafkaToolError(f"mvn is not installed: the interop tests fetch {what} with Maven (make system-deps)")
     partial = classpath_file.with_suffix(".partial")
-    command = [mvn, "-B", "-q", "-f", str(POM), "-P", f"kafka-{line}", "dependency:build-classpath",
+    command = [mvn, "-B", "-q", "-f", str(pom), *maven_args, "dependency:build-classpath",
                f"-Dmdep.outputFile={partial}"]
-    print(f"fetching Apache Kafka {version} with Maven (once; cached in ~/.m2)", file=sys.stderr)
-    result = _capture(command, f"Maven fetching Kafka {version}", _MAVEN_TIMEOUT)
+    print(f"fetching {what} with Maven (once; cached in ~/.m2)", file=sys.stderr)
+    result = _capture(command, f"Maven fetching {what}", _MAVEN_TIMEOUT)
     if result.returncode != 0 or not partial.exists():
-        raise KafkaToolError(_failure(f"Maven fetching Kafka {version}", command, result.returncode,
+        raise KafkaToolError(_failure(f"Maven fetching {what}", command, result.returncode,
                                       result.stdout, result.stderr))
     partial.replace(classpath_file)
 

@@ -20,6 +20,7 @@ from minikafka.zk.kafka_zk import (
     LeaderIsr,
     StaleState,
 )
+from minikafka.zk.multi_read import READS_PER_REQUEST
 from tests.system.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.shared_zookeeper  # each test under a chroot of its own
@@ -131,6 +132,35 @@ async def test_new_partitions_states_are_written_and_read_with_one_read_for_each
     assert found == [(LeaderIsr(1, 0, (1,), epoch), 0)] * 50
     assert await zk.partition_states("unborn", list(range(50))) == [None] * 50
     assert reads.count("/brokers/topics/unborn/partitions") == 1 and len(reads) == 2
+
+
+async def test_many_znodes_are_read_in_a_few_multi_reads_under_the_chroot(
+        zk: KafkaZk, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = [f"/many/{i}" for i in range(READS_PER_REQUEST + 20)]
+    await zk.create("/many")
+    for start in range(0, len(paths), 200):
+        await zk._commit(lambda t, chunk=paths[start:start + 200]: [
+            t.create(path, f"data {path}".encode()) for path in chunk])
+    await zk.create("/many/empty")
+    calls = 0
+    multi_read_of = zk._multi_read_of
+
+    async def counted(chunk: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return await multi_read_of(chunk)
+    monkeypatch.setattr(zk, "_multi_read_of", counted)
+    asked = paths[:READS_PER_REQUEST // 2] + ["/many/absent", "/many/empty"] + paths[READS_PER_REQUEST // 2:]
+    found = await zk.get_many(asked)
+    assert calls == 2, "a request for each READS_PER_REQUEST reads"
+    for path, got in zip(asked, found, strict=True):
+        if path == "/many/absent":
+            assert got is None
+        elif path == "/many/empty":
+            assert got is not None and got[0] == b""
+        else:
+            assert got is not None and got[0] == f"data {path}".encode() and got[1].version == 0, path
+    assert await zk.get_many([]) == []
 
 
 async def test_a_topic_tree_is_deleted_in_a_few_transactions_and_only_by_the_current_controller(

@@ -65,13 +65,17 @@ class ZooKeeperProcess:
                 self._configure(free_port())
         raise AssertionError("unreachable")
 
-    def _start(self, timeout: float) -> ZooKeeperProcess:
+    def command(self) -> list[str]:
+        """The server's command line: Debian's package."""
         if not ZK_SERVER.exists():
             raise ZooKeeperUnavailable(f"{ZK_SERVER} is missing: install Debian's zookeeper package (make test does)")
+        return [str(ZK_SERVER), "start-foreground", str(self.config)]
+
+    def _start(self, timeout: float) -> ZooKeeperProcess:
         env = dict(os.environ, ZOO_LOG_DIR=str(self.root), ZOO_LOG4J_PROP="WARN,CONSOLE")
         with open(self.output, "ab") as out:
             self.process = subprocess.Popen(
-                [str(ZK_SERVER), "start-foreground", str(self.config)], cwd=self.root, stdin=subprocess.DEVNULL,
+                self.command(), cwd=self.root, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=out, env=env, preexec_fn=_die_with_parent, start_new_session=True)
         _live.add(self)
         deadline = time.monotonic() + timeout
