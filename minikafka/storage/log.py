@@ -395,9 +395,7 @@ class Log:
     def _rebuild_producer_state(self) -> None:
         """Newest snapshot at or below the log end, plus a replay of the batches after it; the
         transactions aborted in the replayed part go into the segments' .txnindex again."""
-        self.producer_state.delete_snapshots_above(self._leo)
-        self.producer_state.remove_stray_snapshots(self._bases)
-        snapshot = self.producer_state.load_latest_snapshot(self._leo)
+        snapshot = self.producer_state.load(self._leo, self._bases)
         start = max(snapshot if snapshot is not None else 0, self.segments[0].base_offset)
         self._unstable_txns = []
         if start >= self._leo:

@@ -12,6 +12,7 @@ newest batch while we get all five back.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections import deque
@@ -263,56 +264,42 @@ class ProducerStateManager:
         write_atomically(path, self.encode(), self.guard, sync)
         return path
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
-        """Load the newest readable snapshot at or below ``max_offset``; returns its offset.
-
-        Snapshots above ``max_offset`` (written before the log was cut back) and unreadable
-        ones are deleted.
-        """
+    def load(self, log_end: int, segment_bases: list[int]) -> int | None:
+        """At a log's load, from one listing of its dir: the snapshots above ``log_end`` (written
+        before the log was cut back) go, and so do those neither at a segment's base nor the
+        newest (a clean shutdown's), which would pile up across restarts; then the newest
+        readable one left is loaded (an unreadable one is deleted). Its offset."""
+        offsets = self.snapshot_offsets()
+        kept = [offset for offset in offsets if offset <= log_end]
+        bases = set(segment_bases)
+        stale = [offset for offset in offsets if offset > log_end] + [offset for offset in kept[:-1]
+                                                                        if offset not in bases]
+        for offset in stale:
+            self._delete_snapshot(offset)
         self.producers = {}
-        for offset in reversed(self.snapshot_offsets()):
-            path = os.path.join(self.dir_path, snapshot_file_name(offset))
-            if offset <= max_offset:
-                with self.guard:
-                    with open(path, "rb") as handle:
-                        data = handle.read()
-                try:
-                    self.producers = self.decode(data)
-                    return offset
-                except CorruptSnapshotError:
-                    pass
+        for offset in reversed([offset for offset in kept if offset not in stale]):
             with self.guard:
-                os.unlink(path)
+                with open(os.path.join(self.dir_path, snapshot_file_name(offset)), "rb") as handle:
+                    data = handle.read()
+            try:
+                self.producers = self.decode(data)
+                return offset
+            except CorruptSnapshotError:
+                self._delete_snapshot(offset)
         return None
+
+    def _delete_snapshot(self, offset: int) -> None:
+        with self.guard:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.dir_path, snapshot_file_name(offset)))
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Remove snapshots older than ``offset``, keeping the newest of them as a starting point."""
         older = [o for o in self.snapshot_offsets() if o < offset]
         for stale in older[:-1]:
-            with self.guard:
-                try:
-                    os.unlink(os.path.join(self.dir_path, snapshot_file_name(stale)))
-                except FileNotFoundError:
-                    pass
-
-    def remove_stray_snapshots(self, segment_bases: list[int]) -> None:
-        """Keep the snapshots taken at segment rolls plus the newest one (a clean shutdown's);
-        older snapshots at other offsets would only pile up across restarts."""
-        bases = set(segment_bases)
-        offsets = self.snapshot_offsets()
-        for stale in offsets[:-1]:
-            if stale not in bases:
-                with self.guard:
-                    try:
-                        os.unlink(os.path.join(self.dir_path, snapshot_file_name(stale)))
-                    except FileNotFoundError:
-                        pass
+            self._delete_snapshot(stale)
 
     def delete_snapshots_above(self, offset: int) -> None:
         for stale in self.snapshot_offsets():
             if stale > offset:
-                with self.guard:
-                    try:
-                        os.unlink(os.path.join(self.dir_path, snapshot_file_name(stale)))
-                    except FileNotFoundError:
-                        pass
+                self._delete_snapshot(stale)

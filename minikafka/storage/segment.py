@@ -303,6 +303,9 @@ class Segment:
         """LegacyMessageFormatError if the segment starts with a message of the formats before
         record batches: read at startup from every segment, whose older ones are otherwise
         read only when a consumer asks for them."""
+        if not self.size:
+            return
+
         def read(pos: int, size: int) -> bytes:
             with self.guard:
                 return os.pread(self._log_fd, size, pos)

@@ -150,11 +150,27 @@ def test_snapshot_round_trip_and_corrupt_snapshot_is_ignored(tmp_path):
     with open(tmp_path / "00000000000000000030.snapshot", "r+b") as handle:
         handle.seek(12)
         handle.write(b"\xff")
-    loaded = manager.load_latest_snapshot(100)
+    loaded = manager.load(100, [0, 20])  # 20 a segment's base, 30 the newest
     assert loaded == 20
     assert not (tmp_path / "00000000000000000030.snapshot").exists()
     assert list(manager.producers[7].batches) == list(entry.batches)
     assert manager.producers[8].epoch == 0 and not manager.producers[8].batches
+
+
+def test_a_load_keeps_the_snapshots_at_segment_bases_and_the_newest_at_or_below_the_log_end(tmp_path):
+    from minikafka.storage.dir_io import DirGuard
+    from minikafka.storage.failure_channel import LogDirFailureChannel
+
+    manager = ProducerStateManager(str(tmp_path), DirGuard(str(tmp_path), LogDirFailureChannel()))
+    manager.producers = {7: ProducerEntry(7, 2)}
+    for offset in (10, 15, 20, 25, 40):
+        manager.take_snapshot(offset)
+    manager.producers = {}
+    # 40 was written before the log was cut back to 30; 15 is at no segment's base.
+    assert manager.load(30, [0, 10, 20]) == 25
+    assert manager.snapshot_offsets() == [10, 20, 25]
+    assert manager.producers[7].epoch == 2
+    assert manager.load(30, [0, 10, 20]) == 25, "a second load changes nothing"
 
 
 def test_follower_replay_keeps_leader_offsets(make_log):
