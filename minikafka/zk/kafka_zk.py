@@ -46,7 +46,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.paths import _prefix_root as with_chroot
 from kazoo.protocol.states import EventType, ZnodeStat
 
-from minikafka.zk.multi_read import NO_NODE, READS_PER_REQUEST, MultiRead
+from minikafka.zk.multi_read import NO_NODE, READS_PER_REQUEST, MultiRead, ReadResult
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +318,7 @@ class KafkaZk:
         # ZooKeeper), called once it is connected again. Insertion-ordered, each once.
         self._after_reconnect: dict[Watch, None] = {}
         # ZooKeeper 3.6 and later answer multiRead (``_probe_multi_read``).
-        self._multi_read = True
+        self._multi_read_answered = True
 
     # -- session ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -346,10 +346,10 @@ class KafkaZk:
         """Whether ZooKeeper answers multiRead (3.6 and later), asked before the session is used:
         an older one answers UNIMPLEMENTED and drops the connection, which kazoo makes again."""
         try:
-            await self._multi_read_of(["/"])
+            await self._multi_read(["/"])  # whatever its one read's answer (no access to it, say)
             return
         except UnimplementedError:
-            self._multi_read = False
+            self._multi_read_answered = False
             log.info("ZooKeeper at %s is older than 3.6 (no multiRead): many znodes are read one by one",
                      self.connect)
         assert self._loop is not None
@@ -471,17 +471,21 @@ class KafkaZk:
         """The data and stat of each znode (None where there is none), without watches: in
         multiRead requests of READS_PER_REQUEST reads, or as pipelined reads from a ZooKeeper
         older than 3.6."""
-        if not self._multi_read:
+        if not self._multi_read_answered:
             return list(await asyncio.gather(*(self.get(path) for path in paths)))
         answers = await asyncio.gather(*(self._multi_read_of(paths[start:start + READS_PER_REQUEST])
                                          for start in range(0, len(paths), READS_PER_REQUEST)))
         return [found for answer in answers for found in answer]
 
-    async def _multi_read_of(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+    async def _multi_read(self, paths: Sequence[str]) -> list[ReadResult]:
         async_result = self.client.handler.async_result()
         self.client._call(MultiRead([with_chroot(self.client.chroot, path) for path in paths]), async_result)
+        results: list[ReadResult] = await self._call(async_result)
+        return results
+
+    async def _multi_read_of(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
         found: list[tuple[bytes, ZnodeStat] | None] = []
-        for result in await self._call(async_result):
+        for result in await self._multi_read(paths):
             if isinstance(result, int):
                 if result != NO_NODE:
                     raise ZOOKEEPER_ERRORS[result]()
