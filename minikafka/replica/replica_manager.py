@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
@@ -175,6 +175,15 @@ class ReplicaManager:
     def creating_many(self) -> AbstractAsyncContextManager[None]:
         """Replicas created inside are fsynced together when it closes (LogManager.creating_many)."""
         return self.log_manager.creating_many()
+
+    async def prepare_new_logs(self, wanted: Sequence[tuple[str, int, uuid.UUID, int | None]]) -> None:
+        """Inside ``creating_many``: the files of these new replicas' logs, given as (topic,
+        partition, topic id, the leader epoch it leads in from the start or None), made side by
+        side before they are created (LogManager.prepare_new_logs); those hosted or offline here
+        are left alone."""
+        await self.log_manager.prepare_new_logs([
+            new for new in wanted if (new[0], new[1]) not in self.partitions
+            and (new[0], new[1]) not in self.offline_partitions])
 
     def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, leader_epoch: int,
                       config: LogConfig, *, is_new_replica: bool = True, isr: tuple[int, ...] = (),

@@ -67,8 +67,8 @@ def write_atomically(path: str, data: bytes, io: DirGuard, sync: bool = True) ->
         fsync_dir(os.path.dirname(path) or ".", io)
 
 
-def _write_file(path: str, data: bytes, sync: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _write_file(path: str, data: bytes, sync: bool, exclusive: bool = False) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC), 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -150,11 +150,15 @@ def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]], io: DirGua
                            new_file: bool = False) -> None:
     """``new_file``: the file does not exist yet (see ``write_new_file``; a torn one is read as
     empty, by Kafka too)."""
-    data = _format_entries([f"{epoch} {offset}" for epoch, offset in entries])
+    data = epoch_checkpoint_bytes(entries)
     if new_file:
         write_new_file(path, data, io, sync)
     else:
         write_atomically(path, data, io, sync)
+
+
+def epoch_checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
+    return _format_entries([f"{epoch} {offset}" for epoch, offset in entries])
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -196,11 +200,21 @@ def write_partition_metadata(path: str, topic_id: uuid.UUID, io: DirGuard, sync:
                              new_dir: bool = False) -> None:
     """``new_dir``: the partition's dir was made just now, so no file of an earlier content
     exists (see ``write_new_file``)."""
-    data = f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n".encode()
+    data = partition_metadata_bytes(topic_id)
     if new_dir:
         write_new_file(path, data, io, sync)
     else:
         write_atomically(path, data, io, sync)
+
+
+def partition_metadata_bytes(topic_id: uuid.UUID) -> bytes:
+    return f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n".encode()
+
+
+def create_file(path: str, data: bytes) -> None:
+    """Create ``path`` with ``data``, not fsynced; no guard, for threads that report their own
+    errors (the file must not exist: O_EXCL)."""
+    _write_file(path, data, False, exclusive=True)
 
 
 def write_new_file(path: str, data: bytes, io: DirGuard, sync: bool = True) -> None:

@@ -33,7 +33,9 @@ class LeaderEpochCache:
     created among many, whose creator fsyncs them all at once) before the call returns.
     """
 
-    def __init__(self, dir_path: str, guard: DirGuard, background: BackgroundIo = INLINE_IO) -> None:
+    def __init__(self, dir_path: str, guard: DirGuard, background: BackgroundIo = INLINE_IO,
+                 entries: list[tuple[int, int]] | None = None) -> None:
+        """``entries``: what the file holds, known to the caller (a log made just now), not read."""
         self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
         self.guard = guard
         self.background = background
@@ -41,8 +43,11 @@ class LeaderEpochCache:
         # Set by a Log made just now (its dir is new): the first write creates the file in place,
         # without a temporary file and a rename (issue 34: a new replica's file creations).
         self.absent = False
+        if entries is not None:
+            self.entries = entries
+            return
         try:
-            self.entries: list[tuple[int, int]] = read_epoch_checkpoint(self.path, guard)
+            self.entries = read_epoch_checkpoint(self.path, guard)
         except CorruptCheckpointError:
             # Losing the cache only costs followers a coarser truncation point.
             self.entries = []

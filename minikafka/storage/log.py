@@ -13,9 +13,13 @@ from dataclasses import dataclass
 
 from minikafka.storage.background_io import INLINE_IO, BackgroundIo
 from minikafka.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
     CorruptCheckpointError,
+    create_file,
+    epoch_checkpoint_bytes,
     fsync_dir,
+    partition_metadata_bytes,
     read_partition_metadata,
     write_partition_metadata,
 )
@@ -179,6 +183,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def make_new_log_files(dir_path: str, topic_id: uuid.UUID, first_epoch: int | None) -> None:
+    """The files of a new, empty log, made off the event loop (``LogManager.prepare_new_logs``;
+    ``Log.create(made=True)`` then opens them): its dir, partition.metadata, an empty first
+    segment and, for a replica that leads from the start, its first leader epoch at offset 0.
+    None fsynced; no guard (the caller reports errors). FileExistsError if the dir exists."""
+    os.mkdir(dir_path)
+    create_file(os.path.join(dir_path, PARTITION_METADATA), partition_metadata_bytes(topic_id))
+    create_file(os.path.join(dir_path, segment_name(0) + LOG_SUFFIX), b"")
+    if first_epoch is not None:
+        create_file(os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT), epoch_checkpoint_bytes([(first_epoch, 0)]))
+
+
 class Log:
     """Owns one partition replica's directory: segments, log start/end offsets, high
     watermark, recovery point, cleaner checkpoint, leader-epoch cache and producer state.
@@ -193,7 +209,10 @@ class Log:
     def __init__(
         self, log_dir: str, dir_path: str, topic: str, partition: int, topic_id: uuid.UUID,
         config: LogConfig, guard: DirGuard, background: BackgroundIo = INLINE_IO,
+        leader_epochs: list[tuple[int, int]] | None = None,
     ) -> None:
+        """``leader_epochs``: what its leader-epoch checkpoint holds, when the caller knows (a
+        log made just now); else it is read."""
         self.log_dir = log_dir
         self.dir_path = dir_path
         self.topic = topic
@@ -215,7 +234,7 @@ class Log:
         # cleaned swap): a clean prepared against an older generation is thrown away.
         self.segments_generation = 0
         self._leo = 0
-        self.leader_epochs = LeaderEpochCache(dir_path, guard, background)
+        self.leader_epochs = LeaderEpochCache(dir_path, guard, background, leader_epochs)
         self.producer_state = ProducerStateManager(dir_path, guard)
         self._pending_deletes: list[tuple[int, Segment]] = []
         # Transactions a marker ended above the high watermark: not stable yet.
@@ -229,31 +248,36 @@ class Log:
     @classmethod
     def create(
         cls, log_dir: str, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig,
-        guard: DirGuard, background: BackgroundIo = INLINE_IO, sync: bool = True,
+        guard: DirGuard, background: BackgroundIo = INLINE_IO, sync: bool = True, made: bool = False,
+        first_epoch: int | None = None,
     ) -> Log:
-        """Make ``<log_dir>/<topic>-<partition>`` with partition.metadata and an empty segment.
-        Without ``sync`` neither they nor its leader epochs are fsynced until the caller takes
+        """Make ``<log_dir>/<topic>-<partition>`` with partition.metadata and an empty segment
+        (``made``: ``make_new_log_files`` made them, with ``first_epoch``). Without ``sync``
+        neither they nor its leader epochs are fsynced until the caller takes
         ``unsynced_paths()`` to fsync them."""
         name = partition_dir_name(topic, partition)
         dir_path = os.path.join(log_dir, name)
         guard = guard.for_partition(name)
-        with guard:
-            try:
-                os.makedirs(dir_path)
-                new_dir = True
-            except FileExistsError:
-                new_dir = False
-        write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync, new_dir)
+        new_dir = made
+        if not made:
+            with guard:
+                try:
+                    os.makedirs(dir_path)
+                    new_dir = True
+                except FileExistsError:
+                    pass
+            write_partition_metadata(os.path.join(dir_path, PARTITION_METADATA), topic_id, guard, sync, new_dir)
         if sync:
             fsync_dir(log_dir, guard)
         if new_dir:  # nothing to load or recover: one empty segment (a new replica costs only its files)
-            log = cls(log_dir, dir_path, topic, partition, topic_id, config, guard, background)
+            epochs = [(first_epoch, 0)] if made and first_epoch is not None else []
+            log = cls(log_dir, dir_path, topic, partition, topic_id, config, guard, background, epochs)
             log.segments = [Segment.create(dir_path, 0, log.guard, config.index_interval_bytes)]
             log._bases = [0]
         else:
             log = cls.load(log_dir, dir_path, config, guard, clean=False, topic_id=topic_id, background=background)
         log.leader_epochs.synced = sync
-        log.leader_epochs.absent = new_dir
+        log.leader_epochs.absent = new_dir and not log.leader_epochs.entries  # none made with it
         return log
 
     def unsynced_paths(self) -> tuple[str, ...]:

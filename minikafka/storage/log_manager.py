@@ -13,9 +13,10 @@ import shutil
 import stat
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from minikafka.storage.background_io import INLINE_IO, BackgroundIo
 from minikafka.storage.checkpoints import (
@@ -56,6 +57,7 @@ from minikafka.storage.log import (
     Log,
     LogConfig,
     future_dir_name,
+    make_new_log_files,
     parse_future_dir,
     parse_partition_dir,
     partition_dir_name,
@@ -74,22 +76,48 @@ META_PROPERTIES_VERSIONS = ("0", "1")
 _RESERVED_DIRECTORY_IDS = {uuid.UUID(int=i) for i in range(100)}
 
 TopicPartition = tuple[str, int]
+_Job = TypeVar("_Job")
+# A log ``prepare_new_logs`` makes: its partition, dir path, topic id and first leader epoch.
+_NewLog = tuple[TopicPartition, str, uuid.UUID, int | None]
 
-# Threads fsyncing the logs ``creating_many`` made: enough for their fsyncs to share journal commits.
+# Threads making and fsyncing the logs ``creating_many`` makes: enough for their fsyncs to share
+# journal commits.
 CREATION_SYNC_THREADS = 16
 
 
-def _fsync_each(paths: list[str]) -> list[OSError | None]:
-    """fsync each path in turn (a thread's share of ``LogManager._sync_created``); per path,
-    the error it met or None."""
+def _each_in_turn(action: Callable[[_Job], object], jobs: list[_Job]) -> list[OSError | None]:
+    """``action`` on each job in turn (a thread's share of a batch of new logs' file work); per
+    job, the error it met or None."""
     outcomes: list[OSError | None] = []
-    for path in paths:
+    for job in jobs:
         try:
-            fsync_path(path)
+            action(job)
             outcomes.append(None)
         except OSError as exc:
             outcomes.append(exc)
     return outcomes
+
+
+async def _in_threads(action: Callable[[_Job], object], jobs: list[_Job]) -> list[OSError | None]:
+    """``action`` on every job, from CREATION_SYNC_THREADS threads side by side; per job, in
+    order, the error it met or None. A share of the jobs per thread, not a future per job: the
+    20,000 futures of 5,000 new replicas' fsyncs cost the event loop more than a second."""
+    if not jobs:
+        return []
+    loop = asyncio.get_running_loop()
+    threads = min(CREATION_SYNC_THREADS, len(jobs))
+    shares = [jobs[i::threads] for i in range(threads)]
+    with ThreadPoolExecutor(threads, thread_name_prefix="log-create") as pool:
+        done = await asyncio.gather(*(loop.run_in_executor(pool, _each_in_turn, action, share) for share in shares))
+    outcomes: list[OSError | None] = [None] * len(jobs)
+    for i, results in enumerate(done):
+        outcomes[i::threads] = results
+    return outcomes
+
+
+def _make_files(job: _NewLog) -> None:
+    _, dir_path, topic_id, first_epoch = job
+    make_new_log_files(dir_path, topic_id, first_epoch)
 
 
 # Startup writes this much into every log dir (then removes it): a dir that cannot take it has
@@ -248,6 +276,8 @@ class LogManager:
         # Logs created while ``creating_many`` is open, not fsynced yet (see there).
         self._creating_many = 0
         self._unsynced: list[Log] = []
+        # New logs whose files ``prepare_new_logs`` made, until created: their dir, first epoch.
+        self._prepared: dict[TopicPartition, tuple[str, int | None]] = {}
         # While ``creating_many`` is open: what placement weighs, measured once for the batch.
         self._placement: _Placement | None = None
         self.directory_ids: dict[str, uuid.UUID] = {}
@@ -567,7 +597,8 @@ class LogManager:
                     f"{partition_dir_name(topic, partition)} has topic id {log.topic_id}, not {topic_id}"
                 )
             return log
-        target = log_dir if log_dir is not None else self._take_preferred_dir(key)
+        prepared, first_epoch = self._prepared.pop(key, (None, None))
+        target = log_dir or prepared or self._take_preferred_dir(key)
         if target is None:
             target = self.choose_log_dir(topic)
         if target not in self._guards:
@@ -576,10 +607,10 @@ class LogManager:
             raise KafkaStorageError(target, partition_dir_name(topic, partition), None)
         deferred = self._creating_many > 0
         log = Log.create(target, topic, partition, topic_id, config or self.default_config, self._guards[target],
-                         self.background, sync=not deferred)
+                         self.background, sync=not deferred, made=target == prepared, first_epoch=first_epoch)
         if deferred:
             self._unsynced.append(log)
-        if self._placement is not None:
+        if self._placement is not None and prepared is None:  # counted when it was prepared
             self._placement.created(target, topic)
         self.logs[key] = log
         return log
@@ -598,31 +629,58 @@ class LogManager:
             self._creating_many -= 1
             if not self._creating_many:
                 self._placement = None
+                self._discard_unused_prepared()
                 await self._sync_created()
+
+    async def prepare_new_logs(self, wanted: Sequence[tuple[str, int, uuid.UUID, int | None]]) -> None:
+        """Inside ``creating_many``: make the files of these new logs, given as (topic, partition,
+        topic id, the leader epoch it starts leading in or None), from threads side by side
+        (``make_new_log_files``); ``get_or_create_log`` then only opens them. On the event loop
+        one after the other, the file creations of 10,000 new replicas took seconds of one core
+        in the kernel. A log that exists, or whose files cannot be made, is left to
+        ``get_or_create_log`` (a dir that failed is offline)."""
+        assert self._creating_many, "prepared logs are created, or discarded, as creating_many closes"
+        jobs: list[_NewLog] = []
+        for topic, partition, topic_id, first_epoch in wanted:
+            key = (topic, partition)
+            if key in self.logs or key in self._prepared:
+                continue
+            try:
+                target = self._take_preferred_dir(key) or self.choose_log_dir(topic)
+            except NoLiveLogDirError:
+                break  # left to get_or_create_log, which says so
+            if self._placement is not None:
+                self._placement.created(target, topic)
+            self._prepared[key] = (target, first_epoch)
+            jobs.append((key, os.path.join(target, partition_dir_name(*key)), topic_id, first_epoch))
+        for (key, dir_path, _, _), error in zip(jobs, await _in_threads(_make_files, jobs), strict=True):
+            if error is None:
+                continue
+            target, _ = self._prepared.pop(key)
+            if not isinstance(error, FileExistsError):
+                logger.error("creating %s failed: %s", dir_path, error)
+                self._guards[target].channel.report(target, error)
+
+    def _discard_unused_prepared(self) -> None:
+        """Prepared logs nobody created (their partition was not taken after all): their files go."""
+        unused, self._prepared = self._prepared, {}
+        for key, (target, _) in unused.items():
+            dir_path = os.path.join(target, partition_dir_name(*key))
+            logger.info("removing %s, made for a new replica that was not created", dir_path)
+            with contextlib.suppress(OSError):
+                shutil.rmtree(dir_path)
 
     async def _sync_created(self) -> None:
         logs, self._unsynced = self._unsynced, []
         guards = {path: log.guard if path != log.log_dir else self._guards[log.log_dir]
                   for log in logs if not log.closed for path in log.unsynced_paths()}
-        if not guards:
-            return
-        loop = asyncio.get_running_loop()
-        # A share of the paths per thread, not a job per path: 20,000 futures of a LeaderAndIsr
-        # of 5,000 new replicas cost the event loop more than a second.
         paths = list(guards)
-        threads = min(CREATION_SYNC_THREADS, len(paths))
-        shares = [paths[i::threads] for i in range(threads)]
-        with ThreadPoolExecutor(threads, thread_name_prefix="log-create-sync") as pool:
-            done = await asyncio.gather(*(loop.run_in_executor(pool, _fsync_each, share) for share in shares))
-        outcomes = {path: outcome for share, results in zip(shares, done, strict=True)
-                    for path, outcome in zip(share, results, strict=True)}
-        for path, guard in guards.items():
-            outcome = outcomes[path]
+        for path, outcome in zip(paths, await _in_threads(fsync_path, paths), strict=True):
             if isinstance(outcome, FileNotFoundError):
                 continue  # no epoch written (a follower's), or the new log deleted or moved meanwhile
             if outcome is not None:
                 logger.error("fsync of %s, just created, failed: %s", path, outcome)
-                guard.channel.report(guard.log_dir, outcome)
+                guards[path].channel.report(guards[path].log_dir, outcome)
 
     def _take_preferred_dir(self, key: TopicPartition) -> str | None:
         preferred = self.preferred_log_dirs.pop(key, None)

@@ -173,6 +173,56 @@ async def test_a_failed_fsync_of_a_batch_of_creations_takes_only_its_dir_offline
     assert len(synced) == len(set(synced)) and set(synced) == wanted
 
 
+async def test_new_logs_prepared_together_are_placed_made_and_synced_as_one_by_one(dirs, managers, monkeypatch):
+    manager = start(dirs, managers)
+    synced: list[str] = []
+
+    def recorded(path: str) -> None:
+        fsync_path(path)
+        synced.append(path)
+    monkeypatch.setattr(log_manager_module, "fsync_path", recorded)
+    async with manager.creating_many():
+        await manager.prepare_new_logs([("a", p, TOPIC_A, 5 if p % 2 else None) for p in range(6)]
+                                       + [("b", 0, TOPIC_B, None)])
+        prepared = {name for d in dirs for name in os.listdir(d) if "-" in name}
+        assert prepared == {"a-0", "a-1", "a-2", "a-3", "a-4", "a-5", "b-0"}
+        logs = [manager.get_or_create_log("a", p, TOPIC_A) for p in range(6)]
+        # b-0 was prepared but not created: its dir goes when the batch closes.
+    assert sorted(log.log_dir for log in logs) == sorted(dirs * 2), "spread as one by one"
+    assert not any(os.path.exists(os.path.join(d, "b-0")) for d in dirs)
+    for p, log in enumerate(logs):
+        with open(os.path.join(log.dir_path, "partition.metadata")) as handle:
+            assert uuid_from_base64(handle.read().split("topic_id: ")[1].strip()) == TOPIC_A
+        assert log.log_end_offset == 0 and [s.base_offset for s in log.segments] == [0]
+        assert log.leader_epochs.entries == ([(5, 0)] if p % 2 else [])
+        log.assign_epoch(5, 0)  # what a new leader does: nothing new to write
+        assert os.path.join(log.dir_path, "partition.metadata") in synced and log.dir_path in synced
+        assert (os.path.join(log.dir_path, "leader-epoch-checkpoint") in synced) == bool(p % 2)
+    # They take records, and come back after a restart as they were.
+    logs[1].append_as_leader(make_batch(1), 5, 0)
+    stop(manager, managers)
+    again = start(dirs, managers)
+    assert again.get_log("a", 1).log_end_offset == 1 and again.get_log("a", 1).leader_epochs.entries == [(5, 0)]
+
+
+async def test_a_dir_failing_as_new_logs_are_prepared_is_offline_and_the_logs_go_elsewhere(
+        dirs, managers, monkeypatch):
+    channel = LogDirFailureChannel()
+    manager = start(dirs, managers, channel=channel)
+    make = log_manager_module.make_new_log_files
+
+    def failing_in_d1(dir_path, topic_id, first_epoch):
+        if dir_path.startswith(dirs[0] + os.sep):
+            raise OSError(errno.EIO, "Input/output error")
+        make(dir_path, topic_id, first_epoch)
+    monkeypatch.setattr(log_manager_module, "make_new_log_files", failing_in_d1)
+    async with manager.creating_many():
+        await manager.prepare_new_logs([("a", p, TOPIC_A, 0) for p in range(6)])
+        assert channel.is_offline(dirs[0])
+        logs = [manager.get_or_create_log("a", p, TOPIC_A) for p in range(6)]
+    assert all(log.log_dir in dirs[1:] for log in logs)
+
+
 def test_placement_skips_offline_dirs(dirs, managers):
     channel = LogDirFailureChannel()
     manager = start(dirs, managers, channel=channel)
