@@ -36,6 +36,9 @@ Figures (``--only`` takes a comma-separated list of these names):
                 ZooKeeper ending its session to a surviving broker's Metadata giving every
                 partition a live leader
 
+A kind that cannot reach a figure within a run's time limit (600 s) is shown as "did not finish"
+there, and is not run again for that figure; the bench goes on.
+
 Kafka runs as kafka-server-start.sh would run it: a 1 GiB heap (-Xms1g -Xmx1g), G1 with its
 pause settings, the full JIT. Neither kind fsyncs per message (both flush on their own schedule).
 Every process this bench starts is stopped at its end, on an error, on Ctrl-C and on SIGTERM
@@ -883,6 +886,7 @@ def failover_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
                what=f"every failover partition led on {side.kind}")
     zk = KazooClient(hosts=side.zookeeper)
     zk.start(30)
+    killed: Broker | None = None
     try:
         def controller() -> int | None:
             got = zk.exists("/controller") and zk.get("/controller")
@@ -902,7 +906,9 @@ def failover_run(side: Side, run: str, sizes: Sizes) -> dict[str, float]:
     finally:
         zk.stop()
         zk.close()
-    killed.start()
+        if killed is not None:  # back for what follows, also when not every partition was led in time
+            killed.start()
+    assert killed is not None
     wait_until(lambda: len(side.metadata(None, via=survivor).brokers) == len(side.brokers), sizes.timeout,
                interval=0.2, what=f"the killed {side.kind} broker back")
     # The admin client's controller may be the one killed (NOT_CONTROLLER): a new client finds the new one.
@@ -982,6 +988,8 @@ TITLES = {
 class Outcome:
     figure: Figure
     runs: dict[str, list[dict[str, float]]]  # kind -> one dict a counted run
+    # kind -> why it has no figure: a run of it did not finish in time (its later runs are skipped)
+    unfinished: dict[str, str] = field(default_factory=dict)
 
     def median(self, kind: str, key: str) -> float:
         return statistics.median(r[key] for r in self.runs[kind])
@@ -990,13 +998,25 @@ class Outcome:
 def measure(figure: Figure, sides: dict[str, Side], sizes: Sizes, repeat: int) -> Outcome:
     """One warm-up run per kind, then the kinds in turn, ``repeat`` times."""
     outcome = Outcome(figure, {kind: [] for kind in KINDS})
+
+    def run_of(kind: str, run: str) -> dict[str, float] | None:
+        if kind in outcome.unfinished:
+            return None
+        try:
+            return figure.run(sides[kind], run, sizes)
+        except TimeoutError as error:  # that kind cannot do it in time: the table says so, the bench goes on
+            outcome.unfinished[kind] = f"did not finish ({error})"
+            print(f"{figure.name} run {run} on {kind}: {outcome.unfinished[kind]}", file=sys.stderr, flush=True)
+            return None
+
     for kind in KINDS:
-        figure.run(sides[kind], "warm-up", sizes)
+        run_of(kind, "warm-up")
     for run in range(repeat):
         for kind in KINDS:
-            outcome.runs[kind].append(figure.run(sides[kind], str(run), sizes))
-            shown = ", ".join(f"{m.label} {outcome.runs[kind][-1][m.key]:.2f} {m.unit}" for m in figure.metrics)
-            print(f"{figure.name} run {run} on {kind}: {shown}", file=sys.stderr, flush=True)
+            if (measured := run_of(kind, str(run))) is not None:
+                outcome.runs[kind].append(measured)
+                shown = ", ".join(f"{m.label} {measured[m.key]:.2f} {m.unit}" for m in figure.metrics)
+                print(f"{figure.name} run {run} on {kind}: {shown}", file=sys.stderr, flush=True)
     return outcome
 
 
@@ -1004,12 +1024,19 @@ def table(outcomes: list[Outcome]) -> list[str]:
     lines = ["| figure | Kafka | minikafka | minikafka / Kafka | aim | met |", "|---|---:|---:|---:|---|---|"]
     for outcome in outcomes:
         for metric in outcome.figure.metrics:
+            aim = "≥ 1.0" if metric.higher_is_better else "≤ 1.0"
+            title = f"{TITLES[outcome.figure.name]}: {metric.label}"
+            if outcome.unfinished:
+                cells = {kind: "did not finish" if kind in outcome.unfinished else
+                         f"{outcome.median(kind, metric.key):,.2f} {metric.unit}" for kind in KINDS}
+                met = "yes" if set(outcome.unfinished) == {"kafka"} else "no"  # only Kafka could not
+                lines.append(f"| {title} | {cells['kafka']} | {cells['minikafka']} | — | {aim} | {met} |")
+                continue
             theirs, ours = outcome.median("kafka", metric.key), outcome.median("minikafka", metric.key)
             ratio = ours / theirs if theirs else float("inf")
-            met = ratio >= 1.0 if metric.higher_is_better else ratio <= 1.0
-            aim = "≥ 1.0" if metric.higher_is_better else "≤ 1.0"
-            lines.append(f"| {TITLES[outcome.figure.name]}: {metric.label} | {theirs:,.2f} {metric.unit} | "
-                         f"{ours:,.2f} {metric.unit} | **{ratio:.2f}** | {aim} | {'yes' if met else 'no'} |")
+            met_ratio = ratio >= 1.0 if metric.higher_is_better else ratio <= 1.0
+            lines.append(f"| {title} | {theirs:,.2f} {metric.unit} | {ours:,.2f} {metric.unit} | **{ratio:.2f}** | "
+                         f"{aim} | {'yes' if met_ratio else 'no'} |")
     return lines
 
 
