@@ -473,8 +473,15 @@ class KafkaZk:
         older than 3.6."""
         if not self._multi_read_answered:
             return list(await asyncio.gather(*(self.get(path) for path in paths)))
-        answers = await asyncio.gather(*(self._multi_read_of(paths[start:start + READS_PER_REQUEST])
-                                         for start in range(0, len(paths), READS_PER_REQUEST)))
+        try:
+            answers = await asyncio.gather(*(self._multi_read_of(paths[start:start + READS_PER_REQUEST])
+                                             for start in range(0, len(paths), READS_PER_REQUEST)))
+        except UnimplementedError:
+            # The session moved to an older server of the ensemble: the caller's retry reads one by one.
+            self._multi_read_answered = False
+            log.info("ZooKeeper at %s no longer answers multiRead (a server older than 3.6): many znodes are read "
+                     "one by one", self.connect)
+            raise
         return [found for answer in answers for found in answer]
 
     async def _multi_read(self, paths: Sequence[str]) -> list[ReadResult]:

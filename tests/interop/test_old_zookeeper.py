@@ -4,13 +4,16 @@ them in a few multiRead requests. A real server, from its jars."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.exceptions import UnimplementedError
 
-from minikafka.zk.kafka_zk import KafkaZk, LeaderIsr
+from minikafka.zk.kafka_zk import ZOOKEEPER_UNAVAILABLE, KafkaZk, LeaderIsr
 from tests.integration.broker_process import wait_until
 from tests.integration.clients import confluent_consume, confluent_produce
 from tests.interop.old_zookeeper import OldZooKeeperProcess
@@ -39,6 +42,28 @@ async def test_many_partition_states_are_read_from_a_zookeeper_without_multi_rea
         await zk.create_partition_states(states, became[1])
         found = await zk.partition_states("t", [*range(700), 700])
         assert found == [(states[("t", p)], 0) for p in range(700)] + [None]
+    finally:
+        await zk.close()
+
+
+async def test_a_session_that_moved_to_it_from_a_newer_server_reads_one_by_one_after_one_failure(
+        old_zookeeper: OldZooKeeperProcess) -> None:
+    zk = KafkaZk(old_zookeeper.connect, 6000, 10000)
+    await zk.start()
+    try:
+        await zk.create("/moved", b"here")
+        zk._multi_read_answered = True  # as found at the start, on a 3.6+ server of the ensemble
+        with pytest.raises(UnimplementedError):
+            await zk.get_many(["/moved"])
+        # The caller tries again (a controller resigns and stands again), once reconnected.
+        wait_until_connected = time.monotonic() + 10
+        while True:
+            try:
+                assert [got and got[0] for got in await zk.get_many(["/moved", "/absent"])] == [b"here", None]
+                break
+            except ZOOKEEPER_UNAVAILABLE:
+                assert time.monotonic() < wait_until_connected, "no reconnection"
+                await asyncio.sleep(0.05)
     finally:
         await zk.close()
 
