@@ -26,6 +26,19 @@ from tests.system.zookeeper import ZooKeeperProcess
 pytestmark = pytest.mark.shared_zookeeper  # each test under a chroot of its own
 
 
+def recorded_calls(monkeypatch: pytest.MonkeyPatch, zk: KafkaZk, method: str) -> list[tuple[Any, ...]]:
+    """The positional arguments of every call of ``zk``'s coroutine ``method`` from now on (it
+    still runs as before)."""
+    calls: list[tuple[Any, ...]] = []
+    original = getattr(zk, method)
+
+    async def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return await original(*args, **kwargs)
+    monkeypatch.setattr(zk, method, recorded)
+    return calls
+
+
 @pytest.fixture
 async def zk(zookeeper: ZooKeeperProcess, chroot: str) -> AsyncIterator[KafkaZk]:
     session = KafkaZk(zookeeper.connect + chroot, 6000, 10000)
@@ -114,23 +127,18 @@ async def test_new_partitions_states_are_written_and_read_with_one_read_for_each
     became = await zk.try_become_controller(1)
     assert became is not None
     epoch, epoch_version = became
-    reads: list[str] = []
-    exists = zk.exists
-
-    async def counted(path: str, watch: Any = None) -> Any:
-        reads.append(path)
-        return await exists(path, watch)
-    monkeypatch.setattr(zk, "exists", counted)
+    calls = recorded_calls(monkeypatch, zk, "exists")
     # A topic part way created by an earlier controller: /partitions and partition 0's parent.
     await zk.create("/brokers/topics/old/partitions/0", makepath=True)
     states = {(topic, p): LeaderIsr(1, 0, (1,), epoch) for topic in ("new", "old") for p in range(50)}
     assert await zk.create_partition_states(states, epoch_version) == dict.fromkeys(states, 0)
     # Per new topic one read, not one a partition; the part-made topic's partitions are each asked.
-    assert len(reads) == 2 + 50, reads
-    reads.clear()
+    assert len(calls) == 2 + 50, calls
+    calls.clear()
     found = await zk.partition_states("new", list(range(50)))
     assert found == [(LeaderIsr(1, 0, (1,), epoch), 0)] * 50
     assert await zk.partition_states("unborn", list(range(50))) == [None] * 50
+    reads = [args[0] for args in calls]
     assert reads.count("/brokers/topics/unborn/partitions") == 1 and len(reads) == 2
 
 
@@ -142,17 +150,10 @@ async def test_many_znodes_are_read_in_a_few_multi_reads_under_the_chroot(
         await zk._commit(lambda t, chunk=paths[start:start + 200]: [
             t.create(path, f"data {path}".encode()) for path in chunk])
     await zk.create("/many/empty")
-    calls = 0
-    multi_read_of = zk._multi_read_of
-
-    async def counted(chunk: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return await multi_read_of(chunk)
-    monkeypatch.setattr(zk, "_multi_read_of", counted)
+    calls = recorded_calls(monkeypatch, zk, "_multi_read_of")
     asked = paths[:READS_PER_REQUEST // 2] + ["/many/absent", "/many/empty"] + paths[READS_PER_REQUEST // 2:]
     found = await zk.get_many(asked)
-    assert calls == 2, "a request for each READS_PER_REQUEST reads"
+    assert len(calls) == 2, "a request for each READS_PER_REQUEST reads"
     for path, got in zip(asked, found, strict=True):
         if path == "/many/absent":
             assert got is None
@@ -174,15 +175,8 @@ async def test_a_topic_tree_is_deleted_in_a_few_transactions_and_only_by_the_cur
     with pytest.raises(StaleState):  # a controller whose epoch moved on deletes nothing
         await zk.delete_tree("/brokers/topics/t", epoch_version + 1)
     assert len(await zk.children("/brokers/topics/t/partitions")) == 600
-    commits = 0
-    commit = zk._commit
-
-    async def counted(ops: Any) -> Any:
-        nonlocal commits
-        commits += 1
-        return await commit(ops)
-    monkeypatch.setattr(zk, "_commit", counted)
+    commits = recorded_calls(monkeypatch, zk, "_commit")
     await zk.delete_tree("/brokers/topics/t", epoch_version)
     assert await zk.exists("/brokers/topics/t") is None
-    assert commits == 2, "1,202 znodes in transactions of 1,000, not one a znode"
+    assert len(commits) == 2, "1,202 znodes in transactions of 1,000, not one a znode"
     await zk.delete_tree("/brokers/topics/gone", epoch_version)  # nothing there: nothing to do
