@@ -18,14 +18,21 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# setup.py compiles these two modules in place (mypyc, where a C compiler is found): installed
+# again when one changes, so no compiled module is older than its source. An editable install of
+# a project with compiled modules warns of the checkout's folders on the import path; they are
+# what it imports, so that warning is left out.
+COMPILED := protocol/record_scan.py minikafka/storage/offset_map.py
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet
+
 # The broker alone (make run) ...
-$(BIN)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+$(BIN)/.installed: pyproject.toml setup.py $(COMPILED) | $(BIN)/python
+	$(PIP_INSTALL) -e .
 	touch $@
 
 # ... and everything the tests and benches use (clients, pyspark).
-$(BIN)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+$(BIN)/.installed-test: pyproject.toml setup.py $(COMPILED) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[test,spark]'
 	touch $@ $(BIN)/.installed
 
 # Arguments for `minikafka serve`, e.g. make run ARGS="--override listeners=PLAINTEXT://127.0.0.1:19092"
@@ -95,9 +102,11 @@ unit: $(BIN)/.installed-test
 bench: $(BIN)/.installed-test system-deps kafka-jars bytecode
 	$(BIN)/python bench/run.py
 
-# The virtualenv only: data/ holds the topics of make run, and goes only when asked (clean-data).
+# The virtualenv and the modules compiled into the checkout only: data/ holds the topics of
+# make run, and goes only when asked (clean-data).
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) build
+	rm -f protocol/*.so minikafka/storage/*.so
 	@if [ -d data ]; then echo "kept data/ (the log dirs of make run); make clean-data deletes it"; fi
 
 clean-data:

@@ -35,11 +35,9 @@ uncleanable and left alone.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import ctypes
 import functools
-import hashlib
 import logging
 import multiprocessing
 import os
@@ -62,6 +60,7 @@ from minikafka.storage.failure_channel import LogDirFailureChannel
 from minikafka.storage.index import OffsetIndex, TimeIndex
 from minikafka.storage.log import Log
 from minikafka.storage.log_manager import LogManager
+from minikafka.storage.offset_map import OffsetMap
 from minikafka.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -73,7 +72,8 @@ from minikafka.storage.segment import (
 from minikafka.storage.throttle import Throttle
 from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from minikafka.storage.units import format_bytes
-from protocol.record_codec import batch_with_records, decompress, record_keys, record_spans
+from protocol.record_codec import batch_with_records, decompress
+from protocol.record_scan import record_keys, record_spans
 from protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -90,7 +90,6 @@ TopicPartition = tuple[str, int]
 # What one key costs in the map here: a 16-byte digest object, an offset and a dict slot (Kafka's
 # SkimpyOffsetMap packs the same in 24 bytes), so log.cleaner.dedupe.buffer.size bounds real memory.
 MAP_ENTRY_BYTES = 160
-DIGEST_BYTES = 16  # MD5's; a shorter key is its own map key
 UNLIMITED_IO = float("inf")
 # A clean's process starts a fresh interpreter: a fork of the broker would copy its event loop,
 # its threads' locks and its sockets.
@@ -133,53 +132,6 @@ class CleanerConfig:
         """Keys one clean's map holds (the buffer is shared by the cleans at once, as Kafka's threads
         share it)."""
         return max(int(self.dedupe_buffer_bytes / self.threads / MAP_ENTRY_BYTES * self.load_factor), 1)
-
-
-class OffsetMap:
-    """The latest offset of each key of the part of a log being mapped. Keys of 16 bytes or more
-    are held as their MD5 digests (Kafka's choice), shorter ones as they are (no digest can equal
-    them, and hashing each record's key was a fifth of a clean); at most ``capacity`` of them.
-    Owned by one clean's process."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._offsets: dict[bytes, int] = {}
-        self._latest: list[int] = []  # every key's latest offset, in order (``mapped``)
-
-    @staticmethod
-    def digest(key: bytes) -> bytes:
-        return key if len(key) < DIGEST_BYTES else hashlib.md5(key, usedforsecurity=False).digest()
-
-    def mapped(self) -> None:
-        """Mapping is done: the lookups of ``holds_latest`` may begin."""
-        self._latest = sorted(self._offsets.values())
-
-    def holds_latest(self, first: int, last: int) -> bool:
-        """Whether some key's latest offset is within ``first``..``last``."""
-        at = bisect.bisect_left(self._latest, first)
-        return at < len(self._latest) and self._latest[at] <= last
-
-    def put_batch(self, base_offset: int, keys: list[tuple[int, bytes | None]], start: int, end: int) -> int | None:
-        """Map the keys of one batch (``record_keys``) whose offsets are within ``start``..``end``
-        (excluded); the offset of the first key that found the map full, None if none did. One
-        call a batch, with its loop on locals: the map reads every record of the dirty part."""
-        offsets, capacity, md5, short = self._offsets, self.capacity, hashlib.md5, DIGEST_BYTES
-        for offset_delta, key in keys:
-            offset = base_offset + offset_delta
-            if key is None or not start <= offset < end:
-                continue
-            digest = key if len(key) < short else md5(key, usedforsecurity=False).digest()
-            if len(offsets) >= capacity and digest not in offsets:
-                return offset
-            offsets[digest] = offset
-        return None
-
-    def get(self, digest: bytes) -> int:
-        return self._offsets.get(digest, -1)
-
-    @property
-    def utilization(self) -> float:
-        return len(self._offsets) / self.capacity
 
 
 # ---- what a clean works on: built on the event loop, sent to the clean's process --------------------
@@ -408,7 +360,7 @@ def _cleaned_batch(header: BatchHeader, data: bytes, offset_map: OffsetMap, map_
             continue  # no reader ever sees them
         if offset >= map_end:
             kept.append(span)  # past what was mapped: the next clean decides
-        elif span.key is not None and offset >= offset_map.get(OffsetMap.digest(span.key)) \
+        elif span.key is not None and offset >= offset_map.get(offset_map.digest(span.key)) \
                 and (span.has_value or keep_tombstones):
             kept.append(span)
     stats.records_kept += len(kept)

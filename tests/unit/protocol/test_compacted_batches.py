@@ -12,9 +12,8 @@ from protocol.record_codec import (
     decode_control_marker,
     decompress,
     encode_control_batch,
-    record_keys,
-    record_spans,
 )
+from protocol.record_scan import record_keys, record_spans
 from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError, parse_batch_header, validate_batches
 
 CODECS = [0, 1, 2, 3, 4]
