@@ -23,8 +23,9 @@ than min.compaction.lag.ms). A clean:
 picks, every log.cleaner.backoff.ms, the filthiest log (highest dirty share over its
 min.cleanable.dirty.ratio, or past max.compaction.lag.ms, or holding tombstones past their
 horizon) of every log dir not being cleaned, at most log.cleaner.threads at once. Steps 1-2 run
-in a process of the clean's own (``clean_log``), which gets paths and plain values, never a Log,
-and shares no GIL with the event loop: a Python thread would take the interpreter from the
+in a process of the clean's own (``clean_log``; started when the last clean ended, so that its
+start is not part of the next), which gets paths and plain values, never a Log, and shares no GIL
+with the event loop: a Python thread would take the interpreter from the
 produce and fetch paths for as long as it parses records. What the process wrote is checked on
 the event loop before it is swapped in: if the log was truncated, trimmed, moved, deleted or
 taken offline meanwhile, the clean is dropped. An I/O error of a clean takes only its log dir
@@ -186,6 +187,15 @@ class CleanRequest:
         return header.is_transactional and not header.is_control and any(
             t.producer_id == header.producer_id and t.first_offset <= header.base_offset <= t.last_offset
             for txns in self.aborted_txns.values() for t in txns)
+
+
+@dataclass(frozen=True)
+class CleanProcess:
+    """A clean's process and its two pipes: one request in, one answer out."""
+
+    process: BaseProcess
+    requests: Connection
+    answers: Connection
 
 
 @dataclass
@@ -415,9 +425,18 @@ def clean_log(request: CleanRequest, throttle: Throttle) -> CleanResult:
     return CleanResult(map_end, written, stats)
 
 
-def _clean_in_process(request: CleanRequest, throttle: Throttle, answer: Connection, broker_pid: int) -> None:
-    """The entry point of a clean's process: its result, or what went wrong, down the pipe."""
+def _clean_when_asked(requests: Connection, answer: Connection, throttle: Throttle, broker_pid: int) -> None:
+    """The entry point of a clean's process: it waits for its one request (it may be started
+    before there is one), then sends its result, or what went wrong, down the other pipe. The
+    request pipe closed without a request (the cleaner stopping): it exits."""
     _die_with_the_broker(broker_pid)
+    try:
+        request: CleanRequest = requests.recv()
+    except EOFError:
+        answer.close()
+        return
+    finally:
+        requests.close()
     try:
         answer.send(("done", clean_log(request, throttle)))
     except OSError as exc:
@@ -526,6 +545,8 @@ class LogCleaner:
         self._task: asyncio.Task[None] | None = None
         self._running: dict[str, asyncio.Task[None]] = {}  # log dir -> its clean
         self._processes: dict[TopicPartition, BaseProcess] = {}
+        # A clean's process started ahead of its clean (see _clean_process), once cleans happen.
+        self._spare: CleanProcess | None = None
         self.in_progress: dict[TopicPartition, CleanJob] = {}
         self.uncleanable: dict[TopicPartition, str] = {}  # -> why
         self._horizons: dict[TopicPartition, int] = {}  # earliest tombstone horizon of each log
@@ -546,6 +567,12 @@ class LogCleaner:
             await asyncio.gather(self._task, return_exceptions=True)
         for process in list(self._processes.values()):
             process.terminate()
+        if self._spare is not None:
+            spare, self._spare = self._spare, None
+            spare.process.terminate()  # it holds nothing of a clean yet
+            spare.requests.close()
+            spare.answers.close()
+            await asyncio.to_thread(spare.process.join)
         await self.wait_for_cleans()
 
     async def wait_for_cleans(self) -> None:
@@ -609,6 +636,8 @@ class LogCleaner:
         self._running.pop(log_dir, None)
         self.in_progress.pop(key, None)
         if not self._stop:
+            if self._spare is None:
+                self._spare = self._start_clean_process()
             self._wake.set()  # another log of this dir may be waiting
 
     def _job(self, candidate: Cleanable) -> CleanJob:
@@ -632,26 +661,51 @@ class LogCleaner:
                 and job.key not in self.log_manager.future_logs and log_.segments_generation == job.generation
                 and log_.log_dir in self.log_manager.live_dirs)
 
+    def _start_clean_process(self) -> CleanProcess:
+        requests_reader, requests = self._context.Pipe(duplex=False)
+        answers, answer_writer = self._context.Pipe(duplex=False)
+        process = self._context.Process(target=_clean_when_asked,
+                                        args=(requests_reader, answer_writer, self.throttle, os.getpid()),
+                                        name="log-cleaner", daemon=True)
+        process.start()
+        requests_reader.close()
+        answer_writer.close()
+        return CleanProcess(process, requests, answers)
+
+    def _clean_process(self) -> CleanProcess:
+        """A process for the next clean: the spare started when the last clean ended, else a new
+        one. A new interpreter importing what a clean needs takes about 0.3 s, as long as a whole
+        clean of hundreds of MiB takes; the spare has done that by the time it is asked."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.process.is_alive():
+            return spare
+        if spare is not None:  # killed while it waited: nothing of a clean was in it
+            spare.requests.close()
+            spare.answers.close()
+            spare.process.join(0)
+        return self._start_clean_process()
+
     async def _in_process(self, job: CleanJob) -> CleanResult:
         """Run the clean's reading, mapping and writing in a process of its own (no GIL shared
         with the event loop) and wait for its answer without blocking the loop."""
-        reader, writer = self._context.Pipe(duplex=False)
-        process = self._context.Process(target=_clean_in_process, args=(job.request, self.throttle, writer,
-                                                                        os.getpid()),
-                                        name=f"log-cleaner-{job.log.name}", daemon=True)
-        process.start()
-        writer.close()
+        clean = self._clean_process()
+        process, reader = clean.process, clean.answers
         self._processes[job.key] = process
         loop = asyncio.get_running_loop()
-        readable: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(reader.fileno(), _answered, readable)
         try:
-            await readable
-            answer = reader.recv()
+            with contextlib.suppress(OSError):  # a process that died is found at its answer
+                clean.requests.send(job.request)
+            clean.requests.close()
+            readable: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(reader.fileno(), _answered, readable)
+            try:
+                await readable
+                answer = reader.recv()
+            finally:
+                loop.remove_reader(reader.fileno())
         except EOFError:
             raise _Abandoned(f"its process ended with exit code {process.exitcode} and no answer") from None
         finally:
-            loop.remove_reader(reader.fileno())
             reader.close()
             del self._processes[job.key]
             await asyncio.to_thread(process.join)
