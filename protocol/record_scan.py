@@ -80,8 +80,8 @@ def record_spans(section: bytes, header: BatchHeader) -> list[RecordSpan]:
 
 def record_keys(section: bytes, header: BatchHeader) -> list[tuple[int, bytes | None]]:
     """(offset delta, key) of every record of an (uncompressed) records section: what a log
-    cleaner maps, read with less work than ``record_spans`` (a cleaner's map reads every record of
-    the dirty part, and a varint of one byte, most of a record's, is read inline).
+    cleaner maps, read with less work than ``record_spans`` (no span objects, the timestamp
+    delta skipped, nothing read past the key).
 
     Raises CorruptRecordError when the section does not hold exactly ``records_count`` records."""
     keys: list[tuple[int, bytes | None]] = []
@@ -89,36 +89,15 @@ def record_keys(section: bytes, header: BatchHeader) -> list[tuple[int, bytes | 
     size = len(section)
     try:
         for _ in range(header.records_count):
-            # A record's length and its offset delta take two bytes once past 63 (records of a
-            # hundred bytes or more; the 64th record of a batch on): read inline too.
-            byte, second = section[pos], section[pos + 1]
-            if not byte & 0x80:
-                length, body = (byte >> 1) ^ -(byte & 1), pos + 1
-            elif not second & 0x80:
-                raw = (byte & 0x7F) | (second << 7)
-                length, body = (raw >> 1) ^ -(raw & 1), pos + 2
-            else:
-                length, body = zigzag_at(section, pos)
+            length, body = zigzag_at(section, pos)
             end = body + length
             if length < 1 or end > size:
                 raise DecodeError(f"record length {length} does not fit the batch")
             cursor = body + 1  # after the attributes byte
             while section[cursor] & 0x80:  # the timestamp delta, skipped
                 cursor += 1
-            cursor += 1
-            byte, second = section[cursor], section[cursor + 1]
-            if not byte & 0x80:
-                offset_delta, cursor = (byte >> 1) ^ -(byte & 1), cursor + 1
-            elif not second & 0x80:
-                raw = (byte & 0x7F) | (second << 7)
-                offset_delta, cursor = (raw >> 1) ^ -(raw & 1), cursor + 2
-            else:
-                offset_delta, cursor = zigzag_at(section, cursor)
-            byte = section[cursor]
-            if byte & 0x80:
-                key_length, cursor = zigzag_at(section, cursor)
-            else:
-                key_length, cursor = (byte >> 1) ^ -(byte & 1), cursor + 1
+            offset_delta, cursor = zigzag_at(section, cursor + 1)
+            key_length, cursor = zigzag_at(section, cursor)
             if key_length >= 0:
                 if cursor + key_length > end:
                     raise DecodeError("record key runs past the record")

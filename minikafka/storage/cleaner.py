@@ -197,6 +197,10 @@ class CleanProcess:
     requests: Connection
     answers: Connection
 
+    def close_pipes(self) -> None:
+        self.requests.close()
+        self.answers.close()
+
 
 @dataclass
 class CleanResult:
@@ -570,8 +574,7 @@ class LogCleaner:
         if self._spare is not None:
             spare, self._spare = self._spare, None
             spare.process.terminate()  # it holds nothing of a clean yet
-            spare.requests.close()
-            spare.answers.close()
+            spare.close_pipes()
             await asyncio.to_thread(spare.process.join)
         await self.wait_for_cleans()
 
@@ -680,8 +683,7 @@ class LogCleaner:
         if spare is not None and spare.process.is_alive():
             return spare
         if spare is not None:  # killed while it waited: nothing of a clean was in it
-            spare.requests.close()
-            spare.answers.close()
+            spare.close_pipes()
             spare.process.join(0)
         return self._start_clean_process()
 
