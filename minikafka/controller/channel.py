@@ -3,7 +3,9 @@
 ``ControllerChannels`` owns one ``BrokerChannel`` per live broker. A channel sends its
 requests in order, one at a time, and retries a request until the broker answers or leaves
 (a broker that is restarting gets what it missed when it registers again, from the
-controller's broker-change handling). Requests are built when they are sent, so they carry
+controller's broker-change handling). A request may wait for requests on other channels to be
+answered first (``after``), holding the ones queued behind it: the controller tells new leaders
+before their followers and the metadata. Requests are built when they are sent, so they carry
 the controller epoch and the broker epoch of that moment. Event-loop thread only.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from minikafka.config.inter_broker_protocol import DEFAULT as DEFAULT_INTER_BROKER_PROTOCOL
@@ -28,6 +30,13 @@ NAMES = {LEADER_AND_ISR: "LeaderAndIsr", STOP_REPLICA: "StopReplica", UPDATE_MET
 RETRY_BACKOFF_S = 0.2
 DRAIN_POLL_S = 0.01
 REQUEST_TIMEOUT_S = 30.0
+# How long a request waits for the answers it is sent after: a broker that cannot answer (stopped,
+# or gone before the controller saw it leave) holds the others' requests no longer than this.
+AFTER_WAIT_S = 5.0
+
+
+def _future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
 
 
 @dataclass
@@ -35,6 +44,13 @@ class _Pending:
     api_key: int
     body: Mapping[str, Any]
     on_response: Callable[[Message], None] | None
+    after: asyncio.Future[Any] | None = None
+    # Done once the broker answered, or the channel closed without an answer.
+    answered: asyncio.Future[None] = field(default_factory=_future)
+
+    def end(self) -> None:
+        if not self.answered.done():
+            self.answered.set_result(None)
 
 
 def request_versions(level: InterBrokerProtocolVersion) -> dict[int, int]:
@@ -51,26 +67,35 @@ class BrokerChannel:
         self.broker_epoch = broker_epoch
         self.client = BrokerClient(*address, client_id=f"controller-{controller_id}", security=security)
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self.sending = False
+        self.current: _Pending | None = None
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-channel-{broker_id}")
 
     async def _run(self) -> None:
         while True:
-            pending = await self.queue.get()
-            self.sending = True
+            pending = self.current = await self.queue.get()
             try:
+                if pending.after is not None:
+                    await self._wait_for(pending)
                 await self._send(pending)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a request that cannot even be built: a bug, never a reason to stop
                 log.exception("could not send %s to broker %d", NAMES[pending.api_key], self.broker_id)
             finally:
-                self.sending = False
+                pending.end()
+                self.current = None
+
+    async def _wait_for(self, pending: _Pending) -> None:
+        assert pending.after is not None
+        done, _ = await asyncio.wait({pending.after}, timeout=AFTER_WAIT_S)
+        if not done:
+            log.warning("the new leaders had not answered their LeaderAndIsr after %.0f s; sending %s to broker %d "
+                        "anyway", AFTER_WAIT_S, NAMES[pending.api_key], self.broker_id)
 
     @property
     def idle(self) -> bool:
         """Every request queued so far has been answered (or given up)."""
-        return not self.sending and self.queue.empty()
+        return self.current is None and self.queue.empty()
 
     async def _send(self, pending: _Pending) -> None:
         body = {**pending.body, "broker_epoch": self.broker_epoch}
@@ -91,13 +116,20 @@ class BrokerChannel:
         if pending.on_response is not None:
             pending.on_response(response)
 
-    def send(self, api_key: int, body: Mapping[str, Any], on_response: Callable[[Message], None] | None = None) -> None:
-        self.queue.put_nowait(_Pending(api_key, body, on_response))
+    def send(self, api_key: int, body: Mapping[str, Any], on_response: Callable[[Message], None] | None = None,
+             after: asyncio.Future[Any] | None = None) -> asyncio.Future[None]:
+        """Queue a request, sent once ``after`` (if given) is done or AFTER_WAIT_S passed; done
+        when the broker answered it or the channel closed."""
+        pending = _Pending(api_key, body, on_response, after)
+        self.queue.put_nowait(pending)
+        return pending.answered
 
     async def close(self) -> None:
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
         self.client.close()
+        while not self.queue.empty():  # nothing waits for a broker that left
+            self.queue.get_nowait().end()
 
 
 class ControllerChannels:
@@ -128,10 +160,16 @@ class ControllerChannels:
             await channel.close()
 
     def send(self, broker_id: int, api_key: int, body: Mapping[str, Any],
-             on_response: Callable[[Message], None] | None = None) -> None:
+             on_response: Callable[[Message], None] | None = None,
+             after: asyncio.Future[Any] | None = None) -> asyncio.Future[None]:
+        """Queue a request to ``broker_id`` (see BrokerChannel.send); with no channel to it, the
+        future returned is done."""
         channel = self.channels.get(broker_id)
         if channel is not None:
-            channel.send(api_key, body, on_response)
+            return channel.send(api_key, body, on_response, after)
+        done = _future()
+        done.set_result(None)
+        return done
 
     async def drain(self, timeout: float, skip: Collection[int] = ()) -> list[int]:
         """Wait (at most ``timeout`` seconds) until every channel but those to ``skip`` has

@@ -1341,17 +1341,32 @@ class ZkController:
             await self._elect_offline([tp])
 
     def _tell_replicas(self, changed: dict[TopicPartition, PartitionRecord], new: bool = False) -> None:
-        """LeaderAndIsr to the live replicas of each changed partition, UpdateMetadata to all."""
+        """LeaderAndIsr to the live replicas of each changed partition, UpdateMetadata to all.
+
+        A partition that existed is told to its leader first, and to its followers and the
+        metadata once the leader answered (channel.AFTER_WAIT_S at most): a broker that follows,
+        or whose metadata changed, names the new leader to clients (Metadata, KIP-951's hints),
+        and a client sent to a leader that does not know it leads yet gets NOT_LEADER for its
+        first pipelined batches and OUT_OF_ORDER_SEQUENCE_NUMBER for the next ones, once it
+        knows. librdkafka's idempotent producer answers that by bumping its epoch, and stores
+        its records then unacknowledged on other partitions again (librdkafka issue 4953).
+        Kafka's controller sends all at once and leaves that window open."""
         if not changed:
             return
-        by_broker: dict[int, list[TopicPartition]] = {}
-        for tp in changed:
-            for broker in self.state.replicas(tp):
-                if broker in self.state.brokers:
-                    by_broker.setdefault(broker, []).append(tp)
-        for broker, tps in by_broker.items():
-            self._send_leader_and_isr(broker, tps, new=new)
-        self._send_update_metadata(self.state.brokers, changed)
+        state = self.state
+        leading: dict[int, list[TopicPartition]] = {}
+        following: dict[int, list[TopicPartition]] = {}
+        for tp, record in changed.items():
+            for broker in state.replicas(tp):
+                if broker in state.brokers:
+                    told = leading if broker == record.state.leader and not new else following
+                    told.setdefault(broker, []).append(tp)
+        answers = [self._send_leader_and_isr(broker, tps) for broker, tps in leading.items()]
+        # New partitions had no leader a client could have been sent to before: one request a broker.
+        after = asyncio.gather(*answers) if answers else None
+        for broker, tps in following.items():
+            self._send_leader_and_isr(broker, tps, new=new, after=after)
+        self._send_update_metadata(state.brokers, changed, after=after)
 
     def _replicas_told(self, tp: TopicPartition) -> None:
         """The new replicas of ``tp`` were told their LeaderAndIsr: each is Online, or Offline
@@ -1360,14 +1375,20 @@ class ZkController:
             if self.state.replica_state(broker, tp) is replica_states.NEW:
                 self.state.move_replica(broker, tp, self.state.serving_state(broker, tp))
 
-    def _send_leader_and_isr(self, broker: int, partitions: list[TopicPartition], new: bool = False) -> None:
+    def _send_leader_and_isr(self, broker: int, partitions: list[TopicPartition], new: bool = False,
+                             after: asyncio.Future[Any] | None = None) -> asyncio.Future[None]:
+        """Queue ``broker``'s LeaderAndIsr for ``partitions``, sent once ``after`` is done; done when
+        it was answered (or is not sent)."""
         body = requests.leader_and_isr(self.state, self.broker_id, broker, partitions, self.listener, new)
         if body is None:
-            return
+            nothing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            nothing.set_result(None)
+            return nothing
         registration = self.state.brokers.get(broker)
         broker_epoch = registration.epoch if registration is not None else -1
-        self.channels.send(broker, LEADER_AND_ISR, body,
-                           on_response=lambda response: self._leader_and_isr_answered(broker, broker_epoch, response))
+        return self.channels.send(
+            broker, LEADER_AND_ISR, body, after=after,
+            on_response=lambda response: self._leader_and_isr_answered(broker, broker_epoch, response))
 
     def _leader_and_isr_answered(self, broker: int, broker_epoch: int, response: Message) -> None:
         """A broker's per-partition answers tell which of its replicas are offline (KIP-112)."""
@@ -1405,10 +1426,11 @@ class ZkController:
             await self._replicas_offline(broker, newly, "its LeaderAndIsr answer reports replicas on a failed "
                                                         "log dir")
 
-    def _send_update_metadata(self, brokers: Iterable[int], partitions: dict[TopicPartition, PartitionRecord]) -> None:
+    def _send_update_metadata(self, brokers: Iterable[int], partitions: dict[TopicPartition, PartitionRecord],
+                              after: asyncio.Future[Any] | None = None) -> None:
         body = requests.update_metadata(self.state, self.broker_id, partitions)
         for broker in brokers:
-            self.channels.send(broker, UPDATE_METADATA, body)
+            self.channels.send(broker, UPDATE_METADATA, body, after=after)
 
     def _send_stop_replica(self, broker: int, partitions: list[TopicPartition], delete: bool,
                            on_response: Callable[[Message], None] | None = None) -> None:
