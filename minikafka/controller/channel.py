@@ -39,6 +39,13 @@ def _future() -> asyncio.Future[None]:
     return asyncio.get_running_loop().create_future()
 
 
+def nothing_to_wait_for() -> asyncio.Future[None]:
+    """The future of a request that is not sent: done already."""
+    done = _future()
+    done.set_result(None)
+    return done
+
+
 @dataclass
 class _Pending:
     api_key: int
@@ -167,9 +174,7 @@ class ControllerChannels:
         channel = self.channels.get(broker_id)
         if channel is not None:
             return channel.send(api_key, body, on_response, after)
-        done = _future()
-        done.set_result(None)
-        return done
+        return nothing_to_wait_for()
 
     async def drain(self, timeout: float, skip: Collection[int] = ()) -> list[int]:
         """Wait (at most ``timeout`` seconds) until every channel but those to ``skip`` has

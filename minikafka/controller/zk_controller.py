@@ -34,7 +34,13 @@ from prometheus_client import Gauge
 
 from minikafka.config.broker import BrokerConfig
 from minikafka.controller import elections, replica_log_ends, replica_states, requests
-from minikafka.controller.channel import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, ControllerChannels
+from minikafka.controller.channel import (
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    ControllerChannels,
+    nothing_to_wait_for,
+)
 from minikafka.controller.events import (
     AllocateProducerIds,
     AlterPartition,
@@ -1381,9 +1387,7 @@ class ZkController:
         it was answered (or is not sent)."""
         body = requests.leader_and_isr(self.state, self.broker_id, broker, partitions, self.listener, new)
         if body is None:
-            nothing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            nothing.set_result(None)
-            return nothing
+            return nothing_to_wait_for()
         registration = self.state.brokers.get(broker)
         broker_epoch = registration.epoch if registration is not None else -1
         return self.channels.send(
