@@ -406,6 +406,12 @@ class TransformLoop:
     (see test_exactly_once). Each start is in ``restarts``, with why."""
 
     STALL_S = 30.0
+    # How long a worker told to stop may take over the transaction at hand. The cluster is whole
+    # by then and a commit takes milliseconds; librdkafka 2.16 sometimes never returns from
+    # send_offsets_to_transaction, its timeout ignored, once it dropped the transaction
+    # coordinator's broker while that broker was out of Metadata (stopped in a roll). Such a worker
+    # is killed and its transaction aborted by a fencing one, as below.
+    STOP_S = 20.0
 
     def __init__(self, bootstrap: str, source: str, partitions: int, sink: str, group: str, work_dir: Path) -> None:
         self.bootstrap, self.source, self.partitions, self.sink, self.group = bootstrap, source, partitions, sink, group
@@ -460,7 +466,7 @@ class TransformLoop:
         if worker.poll() is None:
             worker.send_signal(signal.SIGTERM)
             try:
-                worker.wait(90)
+                worker.wait(self.STOP_S)
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait(10)
