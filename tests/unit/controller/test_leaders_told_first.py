@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import struct
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -21,21 +21,24 @@ from minikafka.controller.state import ControllerState, PartitionRecord
 from minikafka.controller.zk_controller import ZkController
 from minikafka.zk.kafka_zk import BrokerRegistration, KafkaZk, LeaderIsr, TopicAssignment
 from protocol import encode_response, parse_request
+from tests.system.in_process import until
 
-QUIET_S = 0.3  # long enough for a request that was not held to arrive
-ARRIVAL_S = 10.0  # the bound of a wait for one that was let through
+# Between two leaders' answers: time enough for a request that waited for the first alone to go out.
+WINDOW_S = 0.3
 TOPIC_ID = uuid.UUID(int=7)
 
 
 @dataclass
 class Broker:
     """Reads the controller's requests and answers them, each LeaderAndIsr only once ``answering``
-    is set. ``told`` lists (request name, partitions named) in the order they arrived."""
+    is set. ``told`` lists (request name, partitions named) in the order they arrived, ``told_at``
+    when (the event loop's clock); ``answered_at`` is when it answered its first LeaderAndIsr."""
 
     broker_id: int
     answering: asyncio.Event = field(default_factory=asyncio.Event)
     told: list[tuple[str, list[int]]] = field(default_factory=list)
-    first_told_at: float | None = None  # the event loop's clock
+    told_at: list[float] = field(default_factory=list)
+    answered_at: float | None = None
     server: asyncio.Server | None = None
 
     @property
@@ -53,8 +56,7 @@ class Broker:
                 states = body.get("topic_states") or body.get("partition_states") or []
                 partitions = sorted(p.partition_index for t in states for p in getattr(t, "partition_states", [t]))
                 self.told.append((NAMES[key], partitions))
-                if self.first_told_at is None:
-                    self.first_told_at = asyncio.get_running_loop().time()
+                self.told_at.append(asyncio.get_running_loop().time())
                 if key == LEADER_AND_ISR:
                     await self.answering.wait()
                 answer = {"error_code": 0, "topics": [], "partition_errors": []}
@@ -62,6 +64,8 @@ class Broker:
                     assert isinstance(part, bytes)
                     writer.write(part)
                 await writer.drain()
+                if key == LEADER_AND_ISR and self.answered_at is None:
+                    self.answered_at = asyncio.get_running_loop().time()
         writer.close()
 
     def registration(self) -> BrokerRegistration:
@@ -99,37 +103,28 @@ def _controller(running: dict[int, Broker]) -> ZkController:
     return controller
 
 
-async def _until(told: Callable[[], bool]) -> None:
-    """Wait (ARRIVAL_S at most) until ``told`` holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + ARRIVAL_S
-    while not told() and loop.time() < deadline:
-        await asyncio.sleep(0.01)
-
-
 def test_followers_and_metadata_wait_for_the_new_leaders() -> None:
     async def scenario() -> None:
         async with brokers(1, 2, 3) as running:
             controller = _controller(running)
             try:
                 controller._tell_replicas({tp: controller.state.partitions[tp] for tp in (("roll", 0), ("roll", 1))})
-                await _until(lambda: bool(running[2].told and running[3].told))
-                await asyncio.sleep(QUIET_S)
-                # Each leader got its LeaderAndIsr for the partition it leads, and nothing else yet.
-                assert running[1].told == []
-                assert running[2].told == [("LeaderAndIsr", [0])]
-                assert running[3].told == [("LeaderAndIsr", [1])]
-
-                running[2].answering.set()  # one leader answered: still waiting for the other
-                await asyncio.sleep(QUIET_S)
-                assert running[1].told == [] and running[2].told == [("LeaderAndIsr", [0])]
-
+                await until(lambda: bool(running[2].told and running[3].told), "each leader's LeaderAndIsr")
+                running[2].answering.set()
+                await until(lambda: running[2].answered_at is not None, "broker 2's answer")
+                await asyncio.sleep(WINDOW_S)
                 running[3].answering.set()
                 running[1].answering.set()
-                await _until(lambda: all(len(b.told) == (2 if b.broker_id == 1 else 3) for b in running.values()))
+                await until(lambda: all(len(b.told) == (2 if b.broker_id == 1 else 3) for b in running.values()),
+                            "every request")
                 assert running[1].told == [("LeaderAndIsr", [0, 1]), ("UpdateMetadata", [0, 1])]
                 assert running[2].told == [("LeaderAndIsr", [0]), ("LeaderAndIsr", [1]), ("UpdateMetadata", [0, 1])]
                 assert running[3].told == [("LeaderAndIsr", [1]), ("LeaderAndIsr", [0]), ("UpdateMetadata", [0, 1])]
+                # Everything but each leader's own LeaderAndIsr came after the later leader answered.
+                last_answer = running[3].answered_at
+                assert last_answer is not None
+                assert min(t for b in running.values() for t in b.told_at[0 if b.broker_id == 1 else 1:]) \
+                    >= last_answer
             finally:
                 await controller.channels.close()
 
@@ -143,7 +138,7 @@ def test_new_partitions_are_told_to_every_replica_at_once() -> None:
             controller = _controller(running)
             try:
                 controller._tell_replicas({("roll", 0): controller.state.partitions[("roll", 0)]}, new=True)
-                await _until(lambda: all(b.told for b in running.values()))
+                await until(lambda: all(b.told for b in running.values()), "every replica's LeaderAndIsr")
                 assert [b.told for b in running.values()] == [[("LeaderAndIsr", [0])]] * 3
             finally:
                 await controller.channels.close()
@@ -162,10 +157,9 @@ def test_a_leader_that_does_not_answer_holds_the_others_only_so_long(monkeypatch
             try:
                 told_at = asyncio.get_running_loop().time()
                 controller._tell_replicas({("roll", 0): controller.state.partitions[("roll", 0)]})
-                await _until(lambda: len(running[1].told) == 2 and len(running[3].told) == 2)
+                await until(lambda: len(running[1].told) == 2 and len(running[3].told) == 2, "the followers' requests")
                 assert running[1].told == [("LeaderAndIsr", [0]), ("UpdateMetadata", [0])]
-                for follower in (running[1], running[3]):
-                    assert follower.first_told_at is not None and follower.first_told_at - told_at >= 1.0
+                assert min(running[1].told_at + running[3].told_at) - told_at >= 1.0
             finally:
                 await controller.channels.close()
 
@@ -181,7 +175,7 @@ def test_a_request_queued_after_a_held_one_waits_behind_it_and_a_closed_channel_
             body = requests.update_metadata(ControllerState(epoch=3), 9, {})
             held = channels.send(1, UPDATE_METADATA, body, after=held_by)
             behind = channels.send(1, UPDATE_METADATA, body)
-            await asyncio.sleep(QUIET_S)
+            await until(lambda: channels.channels[1].current is not None, "the channel taking the held request")
             assert running[1].told == [] and not channels.channels[1].idle
             await channels.remove(1)  # the broker left: nothing waits for it any longer
             assert held.done() and behind.done()
