@@ -110,9 +110,11 @@ def test_execute_with_progress_then_verify_and_list(cluster: Cluster, tmp_path: 
         assert any(name in line and f"broker {m.staying} -> {m.staying_dir}" in line and "done" in line
                    for line in last), last
 
-    partitions = cluster.partitions("moving")
-    assert {p: list(found.replica_nodes) for p, found in partitions.items()} == {
-        m.partition: [m.newcomer, m.staying] for m in moves}
+    # The progress view follows the controller; a broker's Metadata shows the removed replicas gone
+    # a moment later, once the partitions' leaders have read their LeaderAndIsr.
+    target = {m.partition: [m.newcomer, m.staying] for m in moves}
+    wait_until(lambda: {p: list(found.replica_nodes) for p, found in cluster.partitions("moving").items()} == target,
+               10, what=f"Metadata to show the replicas {target}")
     dirs = _replica_dirs(cluster)
     for m in moves:
         assert dirs[(m.newcomer, f"moving-{m.partition}")] == (m.newcomer_dir, False)
