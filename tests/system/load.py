@@ -205,12 +205,15 @@ def assert_consumed_once(consumer: ConsumerRun, stored: list[Record], timeout: f
 
 class GroupMember:
     """One member of a consumer group (confluent-kafka) in its own thread: polls ``topic``,
-    keeps every record it is given, commits synchronously after each batch."""
+    keeps every record it is given, commits synchronously after each batch. ``debug`` (librdkafka's
+    debug contexts) goes to the captured stderr from librdkafka's own threads, so it shows what the
+    client did even when a call of the member's thread never returns."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, debug: str | None = None) -> None:
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+                                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                                  **({"debug": debug} if debug else {})})
         self.group = group
         self.topic = topic
         self.records: list[Record] = []
