@@ -86,6 +86,10 @@ class Cluster:
         (described,) = [t for t in found.topics if t.name == topic]
         return {p.partition_index: p for p in described.partitions}
 
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        """Each partition's replicas, as Metadata lists them."""
+        return {p: list(found.replica_nodes) for p, found in self.partitions(topic).items()}
+
     def leader(self, topic: str, partition: int) -> int:
         return self.partitions(topic)[partition].leader_id
 

@@ -69,7 +69,7 @@ class Move:
 
 
 def _plan(cluster: Cluster, topic: str, partitions: int) -> tuple[list[Move], dict[int, list[int]]]:
-    current = {p: list(found.replica_nodes) for p, found in cluster.partitions(topic).items()}
+    current = cluster.replicas(topic)
     dirs = _replica_dirs(cluster)
     moves = []
     for p in range(partitions):
@@ -113,8 +113,7 @@ def test_execute_with_progress_then_verify_and_list(cluster: Cluster, tmp_path: 
     # The progress view follows the controller; a broker's Metadata shows the removed replicas gone
     # a moment later, once the partitions' leaders have read their LeaderAndIsr.
     target = {m.partition: [m.newcomer, m.staying] for m in moves}
-    wait_until(lambda: {p: list(found.replica_nodes) for p, found in cluster.partitions("moving").items()} == target,
-               10, what=f"Metadata to show the replicas {target}")
+    wait_until(lambda: cluster.replicas("moving") == target, 10, what=f"Metadata to show the replicas {target}")
     dirs = _replica_dirs(cluster)
     for m in moves:
         assert dirs[(m.newcomer, f"moving-{m.partition}")] == (m.newcomer_dir, False)

@@ -122,10 +122,6 @@ def _under_way(cluster: Cluster, topic: str, via: int | None = None) -> dict[int
             for t in response.topics if t.name == topic for p in t.partitions}
 
 
-def _replicas(cluster: Cluster, topic: str) -> dict[int, list[int]]:
-    return {p: list(found.replica_nodes) for p, found in cluster.partitions(topic).items()}
-
-
 def _wait_done(cluster: Cluster, topic: str, expected: dict[int, list[int]], timeout: float = 60,
                stale: frozenset[int] | set[int] = frozenset(), via: int | None = None) -> None:
     """No reassignment listed, Metadata shows the target replicas all in sync, and only they hold
@@ -158,7 +154,7 @@ def _other_dir(cluster: Cluster, broker: int, used: Path) -> Path:
 
 def _move_with_kafka_python(cluster: Cluster, topic: str, replicas: dict[int, int], dirs: dict[int, Path]) -> None:
     """KIP-113 then KIP-455 through kafka-python: the dirs first, then the brokers if they change."""
-    current = _replicas(cluster, topic)
+    current = cluster.replicas(topic)
     admin = _admin(cluster)
     try:
         answers = admin.alter_replica_log_dirs({TopicPartitionReplica(topic, p, replicas[p]): str(d)
